@@ -1,0 +1,3 @@
+fn main() {
+    println!("workroom {} (daemon {} bytes)", env!("CARGO_PKG_VERSION"), workroom::EMBEDDED_DAEMON.len());
+}

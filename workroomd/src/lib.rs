@@ -1,0 +1,15 @@
+//! workroomd: the in-room daemon of workroom, and the wire protocol that the
+//! host CLI and the daemon both speak.
+//!
+//! # Layout
+//!
+//! The library half is shared with the host so the two sides cannot drift:
+//! - `proto`: the versioned hello, the frame codec (`kind | stream | length |
+//!   payload`, length capped) and the typed control messages.
+//! - `users`: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
+//!   cannot use NSS, and "any image" may have no NSS at all).
+//!
+//! The binary half (`src/main.rs`, feature `daemon`) is the daemon itself.
+
+/// The version both sides name in the hello; a mismatch is refused naming both.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
