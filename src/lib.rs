@@ -6,7 +6,9 @@
 //! - `config`: find, parse and substitute devcontainer.json (pure, no Docker).
 //! - `cli`: command-line parsing and the commands.
 
+pub mod cli;
 pub mod config;
+pub mod output;
 
 /// The static daemon this build of workroom carries (built by build.rs).
 pub static EMBEDDED_DAEMON: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON"));

@@ -1,1 +1,200 @@
-//! devcontainer.json
+//! devcontainer.json: find it, parse it, substitute its variables and read it
+//! into a typed model, all without Docker (the decisions are pure; the only
+//! I/O is reading the file and looking for `.git`).
+//!
+//! The order follows the reference CLI's `readDevContainerConfigFile`:
+//! parse → legacy properties → workspace defaults (from the raw config) →
+//! substitute with the host environment → the `${devcontainerId}` pass → the
+//! typed model. `${containerEnv:...}` stays as written until a container
+//! exists (see [`substitute::Context::container_env`]).
+
+mod discover;
+mod error;
+mod id;
+mod model;
+mod parse;
+pub mod substitute;
+mod workspace;
+
+pub use discover::{find_config, CANDIDATES};
+pub use error::ConfigError;
+pub use id::{devcontainer_id, id_labels};
+pub use model::{
+    AppPort, Build, Command, DevContainer, ForwardPort, Hook, Lifecycle, Mount, PortAttributes,
+    Source, UserEnvProbe,
+};
+pub use parse::parse_document;
+pub use workspace::{git_root, Workspace};
+
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What to load, and the host environment `${localEnv:...}` reads.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    pub workspace_folder: PathBuf,
+    pub config: Option<PathBuf>,
+    pub env: HashMap<String, String>,
+}
+
+impl LoadRequest {
+    /// A request reading the current process environment.
+    pub fn new(workspace_folder: impl Into<PathBuf>, config: Option<PathBuf>) -> Self {
+        Self {
+            workspace_folder: workspace_folder.into(),
+            config,
+            env: std::env::vars().collect(),
+        }
+    }
+}
+
+/// A loaded configuration: the substituted JSON (as the reference prints it)
+/// and the typed model read from it.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config_path: PathBuf,
+    pub workspace: Workspace,
+    /// `${devcontainerId}` of this workspace and config.
+    pub devcontainer_id: String,
+    pub json: Map<String, Value>,
+    pub model: DevContainer,
+}
+
+pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
+    let local_folder = std::path::absolute(&request.workspace_folder)
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| ConfigError::NoWorkspace {
+            path: request.workspace_folder.clone(),
+        })?;
+    let config_path = find_config(&local_folder, request.config.as_deref())?;
+    let text = std::fs::read_to_string(&config_path).map_err(|source| ConfigError::Read {
+        path: config_path.clone(),
+        source,
+    })?;
+    let raw = update_from_old_properties(parse_document(&config_path, &text)?);
+
+    let raw_folder = raw.get("workspaceFolder").and_then(Value::as_str);
+    let raw_mount = match raw.get("workspaceMount") {
+        None => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        // The reference keeps a non-string as is; the model refuses it below.
+        Some(_) => Some(""),
+    };
+    let mut ws = workspace::defaults(&local_folder, raw_folder, raw_mount);
+
+    let local_folder_str = path_str(&config_path, &local_folder)?;
+    let config_path_str = path_str(&config_path, &config_path)?;
+    let devcontainer_id = devcontainer_id(&id_labels(local_folder_str, config_path_str));
+    let ctx = substitute::Context {
+        local_env: Some(&request.env),
+        local_workspace_folder: Some(local_folder_str),
+        container_workspace_folder: Some(&ws.folder),
+        ..Default::default()
+    };
+    let substituted = substitute_map(&config_path, &ctx, &raw)?;
+    let id_ctx = substitute::Context {
+        devcontainer_id: Some(&devcontainer_id),
+        ..Default::default()
+    };
+    let json = substitute_map(&config_path, &id_ctx, &substituted)?;
+
+    let model = model::read(&config_path, &json)?;
+    if let Some(folder) = &model.workspace_folder {
+        ws.folder = folder.clone();
+    }
+    if json.contains_key("workspaceMount") {
+        ws.mount = model.workspace_mount.clone().filter(|m| !m.is_empty());
+    }
+    if !ws.folder.starts_with('/') {
+        return Err(ConfigError::Invalid {
+            path: config_path,
+            message: format!(
+                "`workspaceFolder` must be an absolute path in the container, found {:?}",
+                ws.folder
+            ),
+        });
+    }
+    Ok(Loaded {
+        config_path,
+        workspace: ws,
+        devcontainer_id,
+        json,
+        model,
+    })
+}
+
+fn substitute_map(
+    path: &Path,
+    ctx: &substitute::Context,
+    map: &Map<String, Value>,
+) -> Result<Map<String, Value>, ConfigError> {
+    match substitute::substitute_value(ctx, &Value::Object(map.clone())) {
+        Ok(Value::Object(out)) => Ok(out),
+        Ok(_) => unreachable!("substitution keeps the shape of its input"),
+        Err((substitute::MissingName(var), property)) => Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message: format!("`{property}`: {var} names no variable; write ${{localEnv:NAME}}"),
+        }),
+    }
+}
+
+fn path_str<'a>(config: &Path, path: &'a Path) -> Result<&'a str, ConfigError> {
+    path.to_str().ok_or_else(|| ConfigError::Invalid {
+        path: config.to_path_buf(),
+        message: format!("the path {} is not valid UTF-8", path.display()),
+    })
+}
+
+/// The reference's `updateFromOldProperties`: top-level `extensions`,
+/// `settings` and `devPort` move under `customizations.vscode`.
+fn update_from_old_properties(mut raw: Map<String, Value>) -> Map<String, Value> {
+    let has = |k: &str| {
+        raw.get(k)
+            .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
+    };
+    if !(has("extensions") || has("settings") || raw.get("devPort").is_some_and(|v| !v.is_null())) {
+        return raw;
+    }
+    let extensions = raw.shift_remove("extensions").filter(|v| !v.is_null());
+    let settings = raw.shift_remove("settings").filter(|v| !v.is_null());
+    let dev_port = raw.shift_remove("devPort").filter(|v| !v.is_null());
+    let customizations = raw
+        .entry("customizations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(customizations) = customizations else {
+        return raw;
+    };
+    let vscode = customizations
+        .entry("vscode")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(vscode) = vscode else {
+        return raw;
+    };
+    if let Some(ext) = extensions {
+        let mut all = match vscode.remove("extensions") {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        match ext {
+            Value::Array(a) => all.extend(a),
+            other => all.push(other),
+        }
+        vscode.insert("extensions".into(), Value::Array(all));
+    }
+    if let Some(Value::Object(old)) = settings {
+        let mut merged = old;
+        if let Some(Value::Object(newer)) = vscode.remove("settings") {
+            merged.extend(newer);
+        }
+        vscode.insert("settings".into(), Value::Object(merged));
+    }
+    if let Some(port) = dev_port {
+        vscode.insert("devPort".into(), port);
+    }
+    raw
+}
+
+#[cfg(test)]
+mod tests;
