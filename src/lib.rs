@@ -8,7 +8,9 @@
 
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod output;
+pub mod plan;
 
 /// The static daemon this build of workroom carries (built by build.rs).
 pub static EMBEDDED_DAEMON: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON"));

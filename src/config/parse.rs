@@ -148,3 +148,29 @@ mod tests {
         assert_eq!(parse("\u{feff}{\"image\": \"x\"}").unwrap()["image"], "x");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::path::PathBuf;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn arbitrary_text_never_panics_the_parser(text in any::<String>()) {
+            let _ = parse_document(&PathBuf::from("/f.json"), &text);
+        }
+
+        #[test]
+        fn json_like_text_never_panics_and_errors_point_inside_the_file(
+            text in r#"[\{\}\[\]":,/\*\n a-z0-9\\]{0,80}"#
+        ) {
+            if let Err(ConfigError::Syntax { line, column, .. }) = parse_document(&PathBuf::from("/f.json"), &text) {
+                prop_assert!(line >= 1 && line <= text.lines().count().max(1) + 1);
+                prop_assert!(column >= 1);
+            }
+        }
+    }
+}

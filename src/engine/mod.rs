@@ -1,0 +1,263 @@
+//! The engine edge: every Docker Engine API call workroom makes goes through
+//! `Engine`, over bollard, so no docker CLI is needed and the rest of the
+//! program deals in plain data. The surface is kept narrow (inspect, create,
+//! upload, start/stop/remove, exec, list, images) so a second driver, such as
+//! exec into a Kubernetes pod, can stand beside it later.
+
+mod exec;
+pub mod host;
+
+pub use exec::{ExecOutput, ExecSpec, ExecStream};
+
+use bollard::errors::Error as BollardError;
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect,
+};
+use bollard::query_parameters::{
+    CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions,
+    StopContainerOptions, UploadToContainerOptions,
+};
+use bollard::Docker;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How long one Engine API request may take before we give up. Image builds
+/// and pulls stream progress and are not bound by it. Generous because a busy
+/// engine can take seconds to create a container; short enough that a wedged
+/// engine is reported rather than waited on forever.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("Docker didn't answer at {host} ({reason}). Is the engine running? Set DOCKER_HOST or a docker context to use another")]
+    Unreachable { host: String, reason: String },
+    #[error("{what} not found")]
+    NotFound { what: String },
+    #[error("{action}: the engine refused ({status}): {message}")]
+    Refused {
+        action: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{action}: {source}")]
+    Other {
+        action: String,
+        source: BollardError,
+    },
+}
+
+impl EngineError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, EngineError::NotFound { .. })
+    }
+}
+
+/// A connection to the engine; cheap to clone (bollard shares one client).
+#[derive(Clone)]
+pub struct Engine {
+    docker: Docker,
+    host: String,
+}
+
+impl Engine {
+    /// Connects to the engine named by `DOCKER_HOST` or the current docker
+    /// context and agrees on an API version (older engines, such as 20.10,
+    /// refuse bollard's newer default).
+    pub async fn connect() -> Result<Engine, EngineError> {
+        let host = host::resolve(|k| std::env::var(k).ok());
+        let unreachable = |reason: String| EngineError::Unreachable {
+            host: host.clone(),
+            reason,
+        };
+        let docker = Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?;
+        let docker = docker.with_timeout(REQUEST_TIMEOUT);
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| unreachable(short_reason(&e)))?;
+        Ok(Engine { docker, host })
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    fn map(
+        &self,
+        action: impl Into<String>,
+        what: impl Into<String>,
+        e: BollardError,
+    ) -> EngineError {
+        match e {
+            BollardError::DockerResponseServerError {
+                status_code: 404, ..
+            } => EngineError::NotFound { what: what.into() },
+            BollardError::DockerResponseServerError {
+                status_code,
+                message,
+            } => EngineError::Refused {
+                action: action.into(),
+                status: status_code,
+                message,
+            },
+            e @ (BollardError::HyperResponseError { .. }
+            | BollardError::IOError { .. }
+            | BollardError::RequestTimeoutError) => EngineError::Unreachable {
+                host: self.host.clone(),
+                reason: short_reason(&e),
+            },
+            source => EngineError::Other {
+                action: action.into(),
+                source,
+            },
+        }
+    }
+
+    /// The container, or `None` when the engine says it does not exist (and
+    /// only then: any other failure is an error, not an absence).
+    pub async fn inspect_container(
+        &self,
+        name: &str,
+    ) -> Result<Option<ContainerInspectResponse>, EngineError> {
+        match self.docker.inspect_container(name, None).await {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => match self.map(
+                format!("inspect container {name}"),
+                format!("container {name}"),
+                e,
+            ) {
+                EngineError::NotFound { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
+    pub async fn inspect_image(&self, image: &str) -> Result<Option<ImageInspect>, EngineError> {
+        match self.docker.inspect_image(image).await {
+            Ok(i) => Ok(Some(i)),
+            Err(e) => match self.map(
+                format!("inspect image {image}"),
+                format!("image {image}"),
+                e,
+            ) {
+                EngineError::NotFound { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// Creates a container; returns its id.
+    pub async fn create_container(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<String, EngineError> {
+        let options = CreateContainerOptions {
+            name: Some(name.to_string()),
+            ..Default::default()
+        };
+        self.docker
+            .create_container(Some(options), body)
+            .await
+            .map(|r| r.id)
+            .map_err(|e| {
+                self.map(
+                    format!("create container {name}"),
+                    format!("image for {name}"),
+                    e,
+                )
+            })
+    }
+
+    /// Unpacks a tar archive into the container at `path` (what `docker cp` does);
+    /// works on a created container that has never started.
+    pub async fn upload(&self, id: &str, path: &str, tar: Vec<u8>) -> Result<(), EngineError> {
+        let options = UploadToContainerOptions {
+            path: path.to_string(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
+            .await
+            .map_err(|e| {
+                self.map(
+                    format!("upload to {id}:{path}"),
+                    format!("container {id}"),
+                    e,
+                )
+            })
+    }
+
+    pub async fn start(&self, id: &str) -> Result<(), EngineError> {
+        self.docker
+            .start_container(id, None::<StartContainerOptions>)
+            .await
+            .map_err(|e| self.map(format!("start {id}"), format!("container {id}"), e))
+    }
+
+    pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
+        let options = StopContainerOptions {
+            t: Some(grace.as_secs() as i32),
+            ..Default::default()
+        };
+        match self.docker.stop_container(id, Some(options)).await {
+            // 304: already stopped.
+            Err(BollardError::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            r => r.map_err(|e| self.map(format!("stop {id}"), format!("container {id}"), e)),
+        }
+    }
+
+    pub async fn restart(&self, id: &str) -> Result<(), EngineError> {
+        self.docker
+            .restart_container(
+                id,
+                None::<bollard::query_parameters::RestartContainerOptions>,
+            )
+            .await
+            .map_err(|e| self.map(format!("restart {id}"), format!("container {id}"), e))
+    }
+
+    /// Removes a container (forcibly, with its anonymous volumes if asked).
+    pub async fn remove(&self, id: &str, volumes: bool) -> Result<(), EngineError> {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: volumes,
+            ..Default::default()
+        };
+        match self.docker.remove_container(id, Some(options)).await {
+            Err(BollardError::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            r => r.map_err(|e| self.map(format!("remove {id}"), format!("container {id}"), e)),
+        }
+    }
+
+    /// Containers (running or not) carrying every one of `labels` (`key` or `key=value`).
+    pub async fn list(&self, labels: &[String]) -> Result<Vec<ContainerSummary>, EngineError> {
+        let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        self.docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| self.map("list containers", "containers", e))
+    }
+}
+
+/// The cause of a connection failure without bollard's wrapping, for one line.
+fn short_reason(e: &BollardError) -> String {
+    let mut source: &dyn std::error::Error = e;
+    while let Some(inner) = source.source() {
+        source = inner;
+    }
+    source.to_string()
+}

@@ -1,0 +1,285 @@
+//! The create request of a room, decided from the loaded configuration and
+//! the image, with no I/O: every choice here is a table test.
+//!
+//! The room's main process is always the daemon, as root, under Docker's init
+//! with restart policy `unless-stopped`. The image's ENTRYPOINT/CMD run only
+//! with `overrideCommand: false`, as the daemon's supervised child, as the
+//! container user. `containerUser` therefore shapes the program and the
+//! default remote user, not the daemon (which must be root to run hooks as
+//! any user and to move the remote user's uid).
+
+use super::labels::{self, Labels};
+use super::mounts::{self, MountSpec};
+use super::run_args::{self, RunArgs};
+use crate::config::{AppPort, Loaded};
+use bollard::models::{
+    ContainerCreateBody, DeviceMapping, HostConfig, Mount, MountBindOptions, MountTmpfsOptions,
+    MountVolumeOptions, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+};
+use std::collections::HashMap;
+use workroomd::room;
+
+/// What the plan needs to know of the image (from one inspect).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImageFacts {
+    /// The image's `USER`, if any.
+    pub user: Option<String>,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePlan {
+    pub name: String,
+    pub image: String,
+    pub remote_user: String,
+    pub body: ContainerCreateBody,
+    /// Named volumes the mounts refer to; the engine creates missing ones on
+    /// create, so a refused `up` must remove those it did not find before.
+    pub named_volumes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{config}: {source}")]
+    RunArgs {
+        config: String,
+        source: run_args::RunArgsError,
+    },
+    #[error("{config}: `{property}`: {source}")]
+    Mount {
+        config: String,
+        property: String,
+        source: mounts::MountError,
+    },
+}
+
+/// The user hooks, panes and `exec` run as: `remoteUser`, else
+/// `containerUser`, else the image's `USER`, else root.
+pub fn remote_user(loaded: &Loaded, image: &ImageFacts) -> String {
+    let m = &loaded.model;
+    m.remote_user
+        .clone()
+        .or_else(|| m.container_user.clone())
+        .or_else(|| image.user.clone())
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "root".into())
+}
+
+pub fn plan(
+    name: &str,
+    image: &str,
+    loaded: &Loaded,
+    facts: &ImageFacts,
+) -> Result<CreatePlan, PlanError> {
+    let m = &loaded.model;
+    let config = loaded.config_path.display().to_string();
+    let run = run_args::parse(&m.run_args).map_err(|source| PlanError::RunArgs {
+        config: config.clone(),
+        source,
+    })?;
+    let remote_user = remote_user(loaded, facts);
+
+    let mut specs: Vec<(String, MountSpec)> = Vec::new();
+    if let Some(ws) = &loaded.workspace.mount {
+        let spec = mounts::parse(ws).map_err(|source| PlanError::Mount {
+            config: config.clone(),
+            property: "workspaceMount".into(),
+            source,
+        })?;
+        specs.push(("workspaceMount".into(), spec));
+    }
+    for (i, mount) in m.mounts.iter().enumerate() {
+        let property = format!("mounts[{i}]");
+        let spec = mounts::from_config(mount).map_err(|source| PlanError::Mount {
+            config: config.clone(),
+            property: property.clone(),
+            source,
+        })?;
+        specs.push((property, spec));
+    }
+    specs.extend(
+        run.mounts
+            .iter()
+            .map(|s| ("runArgs".to_string(), s.clone())),
+    );
+    let named_volumes = specs
+        .iter()
+        .filter(|(_, s)| s.kind == "volume")
+        .filter_map(|(_, s)| s.source.clone())
+        .collect();
+
+    let mut entrypoint = vec![room::DAEMON_PATH.to_string(), "serve".to_string()];
+    if m.override_command == Some(false) {
+        let program: Vec<String> = facts.entrypoint.iter().chain(&facts.cmd).cloned().collect();
+        if !program.is_empty() {
+            let user = run
+                .user
+                .clone()
+                .or_else(|| m.container_user.clone())
+                .or_else(|| facts.user.clone());
+            if let Some(user) = user.filter(|u| !u.is_empty()) {
+                entrypoint.extend(["--program-user".to_string(), user]);
+            }
+            entrypoint.push("--".into());
+            entrypoint.extend(program);
+        }
+    }
+
+    let mut env: Vec<String> = m
+        .container_env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    env.extend(run.env.iter().cloned());
+
+    let labels: Labels = labels::for_room(loaded, &remote_user, &run.labels);
+    let (exposed, bindings) = ports(&m.app_port, &run);
+
+    let host = HostConfig {
+        init: Some(true),
+        restart_policy: Some(RestartPolicy {
+            name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+            maximum_retry_count: None,
+        }),
+        mounts: Some(specs.iter().map(|(_, s)| to_engine_mount(s)).collect()),
+        binds: (!run.binds.is_empty()).then(|| run.binds.clone()),
+        privileged: Some(m.privileged.unwrap_or(false) || run.privileged),
+        cap_add: non_empty(m.cap_add.iter().chain(&run.cap_add).cloned().collect()),
+        cap_drop: non_empty(run.cap_drop.clone()),
+        security_opt: non_empty(
+            m.security_opt
+                .iter()
+                .chain(&run.security_opt)
+                .cloned()
+                .collect(),
+        ),
+        port_bindings: (!bindings.is_empty()).then_some(bindings),
+        network_mode: run.network.clone(),
+        extra_hosts: non_empty(run.add_hosts.clone()),
+        devices: non_empty(run.devices.iter().map(|d| device(d)).collect()),
+        shm_size: run.shm_size,
+        memory: run.memory,
+        nano_cpus: run.nano_cpus,
+        tmpfs: (!run.tmpfs.is_empty()).then(|| run.tmpfs.iter().cloned().collect()),
+        ipc_mode: run.ipc.clone(),
+        userns_mode: run.userns.clone(),
+        sysctls: (!run.sysctls.is_empty()).then(|| run.sysctls.iter().cloned().collect()),
+        dns: non_empty(run.dns.clone()),
+        group_add: non_empty(run.group_add.clone()),
+        ..Default::default()
+    };
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        // Numeric: an image's passwd may lack a `root` entry.
+        user: Some("0".into()),
+        entrypoint: Some(entrypoint),
+        cmd: Some(Vec::new()),
+        env: non_empty(env),
+        labels: Some(labels.into_iter().collect()),
+        hostname: run.hostname.clone(),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        working_dir: Some("/".into()),
+        host_config: Some(host),
+        ..Default::default()
+    };
+    Ok(CreatePlan {
+        name: name.to_string(),
+        image: image.to_string(),
+        remote_user,
+        body,
+        named_volumes,
+    })
+}
+
+fn non_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
+    (!v.is_empty()).then_some(v)
+}
+
+/// `appPort` numbers publish on loopback only, as the reference does; string
+/// specs and `runArgs -p` are the user's own `-p` syntax.
+fn ports(
+    app_ports: &[AppPort],
+    run: &RunArgs,
+) -> (Vec<String>, HashMap<String, Option<Vec<PortBinding>>>) {
+    let mut exposed = Vec::new();
+    let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    let specs = app_ports
+        .iter()
+        .map(|p| match p {
+            AppPort::Port(n) => format!("127.0.0.1:{n}:{n}"),
+            AppPort::Spec(s) => s.clone(),
+        })
+        .chain(run.publish.iter().cloned());
+    for spec in specs {
+        let (spec, proto) = spec
+            .split_once('/')
+            .map_or((spec.as_str(), "tcp"), |(s, p)| (s, p));
+        let parts: Vec<&str> = spec.split(':').collect();
+        let (ip, host_port, container_port) = match parts.as_slice() {
+            [c] => (None, None, *c),
+            [h, c] => (None, Some(*h), *c),
+            [ip, h, c] => (Some(*ip), Some(*h).filter(|h| !h.is_empty()), *c),
+            _ => continue,
+        };
+        let key = format!("{container_port}/{proto}");
+        exposed.push(key.clone());
+        let binding = PortBinding {
+            host_ip: ip.map(str::to_string),
+            host_port: host_port.map(str::to_string),
+        };
+        bindings
+            .entry(key)
+            .or_insert_with(|| Some(Vec::new()))
+            .get_or_insert_with(Vec::new)
+            .push(binding);
+    }
+    (exposed, bindings)
+}
+
+/// `--device /dev/x[:/dev/y[:rwm]]`.
+fn device(spec: &str) -> DeviceMapping {
+    let mut parts = spec.splitn(3, ':');
+    let host = parts.next().unwrap_or_default().to_string();
+    let container = parts
+        .next()
+        .map(str::to_string)
+        .unwrap_or_else(|| host.clone());
+    let perms = parts.next().unwrap_or("rwm").to_string();
+    DeviceMapping {
+        path_on_host: Some(host),
+        path_in_container: Some(container),
+        cgroup_permissions: Some(perms),
+    }
+}
+
+fn to_engine_mount(s: &MountSpec) -> Mount {
+    Mount {
+        target: Some(s.target.clone()),
+        source: s.source.clone(),
+        typ: word(&s.kind),
+        read_only: s.read_only.then_some(true),
+        consistency: s.consistency.clone(),
+        bind_options: s.bind_propagation.as_deref().map(|p| MountBindOptions {
+            propagation: word(p),
+            ..Default::default()
+        }),
+        volume_options: s.volume_nocopy.then(|| MountVolumeOptions {
+            no_copy: Some(true),
+            ..Default::default()
+        }),
+        tmpfs_options: (s.tmpfs_size.is_some() || s.tmpfs_mode.is_some()).then(|| {
+            MountTmpfsOptions {
+                size_bytes: s.tmpfs_size,
+                mode: s.tmpfs_mode,
+                ..Default::default()
+            }
+        }),
+        ..Default::default()
+    }
+}
+
+/// The engine's enums deserialise from the same words the --mount syntax uses.
+fn word<T: serde::de::DeserializeOwned>(w: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(w.to_string())).ok()
+}

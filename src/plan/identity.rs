@@ -1,0 +1,107 @@
+//! Which container is a workspace's room. The name is a pure function of the
+//! workspace, the config file and the settings folded into the identity, so
+//! every `up` of one workspace finds the same room without any registry, and
+//! concurrent `up`s race on one name (the engine lets one create win).
+
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Every room's name starts so; `list` and `stop --all` also filter on labels.
+pub const NAME_PREFIX: &str = "workroom-";
+
+/// Hex digits of the hash in a name: 8 (32 bits) keeps names short; a clash
+/// needs ~65k workspaces with one basename on one engine.
+const HASH_DIGITS: usize = 8;
+
+/// The longest basename part kept; Docker names may be long but `docker ps`
+/// columns and hostnames (63) are not.
+const MAX_BASENAME: usize = 40;
+
+/// `workroom-<basename>-<hash>` for a workspace room.
+pub fn room_name(local_folder: &Path, config_file: &Path) -> String {
+    let mut hasher = Sha256::new();
+    // A version tag and separators that cannot occur in paths make the seed
+    // injective; the tag lets a future scheme change names deliberately.
+    hasher.update(b"workroom-room-v1\0");
+    hasher.update(local_folder.as_os_str().as_encoded_bytes());
+    hasher.update(b"\0");
+    hasher.update(config_file.as_os_str().as_encoded_bytes());
+    let hash = hex::encode(hasher.finalize());
+    let base = local_folder
+        .file_name()
+        .map(|b| sanitize(&b.to_string_lossy()))
+        .unwrap_or_default();
+    let base = if base.is_empty() {
+        "room".to_string()
+    } else {
+        base
+    };
+    format!("{NAME_PREFIX}{base}-{}", &hash[..HASH_DIGITS])
+}
+
+/// Lower-case letters, digits and single dashes, nothing else. Never a `.`:
+/// suffixes such as `.peer` can then never be produced by sanitising.
+pub fn sanitize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars().flat_map(char::to_lowercase) {
+        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
+        if c == '-' && (out.is_empty() || out.ends_with('-')) {
+            continue;
+        }
+        out.push(c);
+        if out.len() >= MAX_BASENAME {
+            break;
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_is_stable_and_readable() {
+        let a = room_name(
+            Path::new("/home/ann/My App"),
+            Path::new("/home/ann/My App/.devcontainer/devcontainer.json"),
+        );
+        assert_eq!(
+            a,
+            room_name(
+                Path::new("/home/ann/My App"),
+                Path::new("/home/ann/My App/.devcontainer/devcontainer.json")
+            )
+        );
+        assert!(a.starts_with("workroom-my-app-"), "{a}");
+        assert_eq!(a.len(), "workroom-my-app-".len() + 8);
+    }
+
+    #[test]
+    fn another_folder_or_config_gives_another_room() {
+        let cfg = Path::new("/w/.devcontainer/devcontainer.json");
+        let other_cfg = Path::new("/w/.devcontainer/python/devcontainer.json");
+        assert_ne!(
+            room_name(Path::new("/w"), cfg),
+            room_name(Path::new("/w"), other_cfg)
+        );
+        assert_ne!(
+            room_name(Path::new("/a/w"), cfg),
+            room_name(Path::new("/b/w"), cfg)
+        );
+    }
+
+    #[test]
+    fn sanitizing_never_yields_a_dot_or_an_edge_dash() {
+        assert_eq!(sanitize("infra.peer"), "infra-peer");
+        assert_eq!(sanitize("--A__b..c--"), "a-b-c");
+        assert_eq!(sanitize("日本"), "");
+        assert_eq!(sanitize(&"x".repeat(100)).len(), MAX_BASENAME);
+    }
+
+    #[test]
+    fn an_unusable_basename_still_gives_a_valid_name() {
+        let n = room_name(Path::new("/"), Path::new("/.devcontainer.json"));
+        assert!(n.starts_with("workroom-room-"), "{n}");
+    }
+}

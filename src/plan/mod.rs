@@ -1,0 +1,11 @@
+//! Pure decisions: from a loaded configuration and what the engine reported
+//! to what should be done. No I/O here, so each decision is a table test.
+
+pub mod create;
+pub mod identity;
+pub mod labels;
+pub mod mounts;
+pub mod run_args;
+
+#[cfg(test)]
+mod tests;
