@@ -9,8 +9,10 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod link;
 pub mod output;
 pub mod plan;
+pub mod room;
 
 /// The static daemon this build of workroom carries (built by build.rs).
 pub static EMBEDDED_DAEMON: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON"));

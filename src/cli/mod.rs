@@ -3,6 +3,9 @@
 //! the chain on one line.
 
 mod config_cmd;
+mod exec_cmd;
+mod rooms;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -40,11 +43,118 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Make or find the workspace's room, start it and run the lifecycle hooks that are due.
+    Up {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// Print the reference CLI's result JSON.
+        #[arg(long)]
+        json: bool,
+        /// Remove the room first and make it anew (applies a changed config).
+        #[arg(long)]
+        recreate: bool,
+        /// Do not run postAttachCommand.
+        #[arg(long)]
+        skip_post_attach: bool,
+    },
+    /// Run one command in the room (as the remote user, in the workspace folder).
+    Exec {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// Allocate a terminal (for interactive programs).
+        #[arg(short = 't', long)]
+        tty: bool,
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<String>,
+    },
+    /// List rooms: name, state, image, age, workspace.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a room (the workspace's, a named one, or all rooms made by workroom).
+    Stop {
+        /// A room name (see `workroom list`).
+        name: Option<String>,
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace_folder: PathBuf,
+    },
+    /// Remove a room (its panes and container; the workspace is untouched).
+    Down {
+        name: Option<String>,
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+        /// Also remove the room's anonymous volumes.
+        #[arg(long)]
+        volumes: bool,
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace_folder: PathBuf,
+    },
+    /// The daemon's and the supervised program's output.
+    Logs {
+        name: Option<String>,
+        #[arg(short, long)]
+        follow: bool,
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace_folder: PathBuf,
+    },
 }
 
 /// Runs the command; the returned code is the process's exit status.
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    match args.command {
-        Cmd::Config { workspace, json } => config_cmd::run(&workspace, json),
+    if let Cmd::Config { workspace, json } = &args.command {
+        // No engine, no runtime: the configuration alone.
+        return config_cmd::run(workspace, *json);
     }
+    // One thread: a CLI waits on one thing at a time, and a multi-thread
+    // runtime costs start-up time `up` on a running room cannot spare.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match args.command {
+            Cmd::Config { .. } => unreachable!("handled above"),
+            Cmd::Up {
+                workspace,
+                json,
+                recreate,
+                skip_post_attach,
+            } => {
+                let options = crate::room::up::UpOptions {
+                    recreate,
+                    post_attach: !skip_post_attach,
+                };
+                up_cmd::run(&workspace, &options, json).await
+            }
+            Cmd::Exec {
+                workspace,
+                tty,
+                command,
+            } => exec_cmd::run(&workspace, tty, command).await,
+            Cmd::List { json } => rooms::list(json).await,
+            Cmd::Stop {
+                name,
+                all,
+                workspace_folder,
+            } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
+            Cmd::Down {
+                name,
+                all,
+                volumes,
+                workspace_folder,
+            } => rooms::down(name.as_deref(), all, &workspace_folder, volumes).await,
+            Cmd::Logs {
+                name,
+                follow,
+                workspace_folder,
+            } => rooms::logs(name.as_deref(), &workspace_folder, follow).await,
+        }
+    })
 }

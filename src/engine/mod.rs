@@ -253,6 +253,38 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Whether a named volume exists; only a real not-found is `false`.
+    pub async fn volume_exists(&self, name: &str) -> Result<bool, EngineError> {
+        match self.docker.inspect_volume(name).await {
+            Ok(_) => Ok(true),
+            Err(e) => match self.map(
+                format!("inspect volume {name}"),
+                format!("volume {name}"),
+                e,
+            ) {
+                EngineError::NotFound { .. } => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    pub async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
+        match self
+            .docker
+            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .await
+        {
+            Err(BollardError::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            r => r.map_err(|e| {
+                self.map(format!("remove volume {name}"), format!("volume {name}"), e)
+            }),
+        }
+    }
+}
+
 /// The cause of a connection failure without bollard's wrapping, for one line.
 fn short_reason(e: &BollardError) -> String {
     let mut source: &dyn std::error::Error = e;

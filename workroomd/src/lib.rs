@@ -4,12 +4,18 @@
 //! # Layout
 //!
 //! The library half is shared with the host so the two sides cannot drift:
-//! - `proto`: the versioned hello, the frame codec (`kind | stream | length |
-//!   payload`, length capped) and the typed control messages.
-//! - `users`: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
+//! - [`proto`]: the versioned hello, the frame codec (`kind | stream | length |
+//!   payload`, length capped), the typed messages and the multiplexer
+//!   ([`proto::Link`]) both sides run. Its module doc is the protocol's
+//!   reference and shows both sides' use.
+//! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
 //!
 //! The binary half (`src/main.rs`, feature `daemon`) is the daemon itself.
 
+pub mod proto;
+pub mod users;
+
 /// The version both sides name in the hello; a mismatch is refused naming both.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub mod room;

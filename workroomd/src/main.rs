@@ -1,4 +1,46 @@
+//! The workroomd binary: a static executable, so it runs on any image
+//! (busybox-only, alpine, distroless) with no libc, no NSS and no shell.
+//!
+//! Subcommands:
+//! - `serve [--program ARGV_JSON]`: the room's main process (under Docker's init).
+//! - `relay`: stdio ⇄ the daemon socket, for `docker exec -i`.
+//! - `anchor`: PID 1 of the peer anchor; reaps zombies.
+//! - `own UID:GID MODE PATH`: a job for throwaway containers.
+//! - `version`.
+
+mod anchor;
+mod bootid;
+mod jobs;
+mod relay;
+mod serve;
+mod spawn;
+mod state;
+
+use std::path::Path;
+use workroomd::room;
+
 fn main() {
-    eprintln!("workroomd {}: no subcommand yet", workroomd::VERSION);
-    std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("serve") => serve::run(&args[1..]),
+        Some("relay") => relay::run(Path::new(room::SOCKET_PATH)),
+        Some("anchor") => anchor::run(),
+        Some("own") => jobs::own(&args[1..]),
+        Some("version" | "--version") => {
+            println!("workroomd {}", workroomd::VERSION);
+            0
+        }
+        Some("boot-id") => {
+            println!("{}", bootid::boot_id());
+            0
+        }
+        _ => {
+            eprintln!(
+                "usage: workroomd serve|relay|anchor|own|version (workroomd {})",
+                workroomd::VERSION
+            );
+            2
+        }
+    };
+    std::process::exit(code);
 }

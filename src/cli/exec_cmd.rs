@@ -1,0 +1,206 @@
+//! `workroom exec [-t] -- CMD...`: one command in the room through Docker's
+//! exec, as the remote user, in the workspace folder, with `remoteEnv`.
+//! Stdin, stdout, stderr and the exit status pass through.
+//!
+//! Exit codes: the command's own; 125 when workroom or the engine failed
+//! before the command ran (no room, room stopped, engine down); 126/127 when
+//! the engine could not execute the program (not executable / not found),
+//! said on stderr with a `workroom:` line so it is not mistaken for the
+//! command's own 126/127.
+
+use super::WorkspaceArgs;
+use crate::config::{self, LoadRequest};
+use crate::engine::{Engine, ExecSpec};
+use crate::plan::{identity, labels};
+use crate::room::hooks::HookContext;
+use std::io::{IsTerminal, Write};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Exit status for failures of workroom or the engine, as `docker exec` uses.
+pub const EXIT_WORKROOM_FAILED: i32 = 125;
+
+pub async fn run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
+    match prepare_and_run(ws, tty, argv).await {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            eprintln!("workroom: {}", chain.join(": "));
+            Ok(EXIT_WORKROOM_FAILED)
+        }
+    }
+}
+
+async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
+    let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
+    let engine = Engine::connect().await?;
+    let name = identity::room_name(&loaded.workspace.local_folder, &loaded.config_path);
+    let Some(c) = engine.inspect_container(&name).await? else {
+        anyhow::bail!(
+            "no room for {}; `workroom up` makes one",
+            loaded.workspace.local_folder.display()
+        );
+    };
+    if c.state.as_ref().and_then(|s| s.running) != Some(true) {
+        anyhow::bail!("{name} is not running; `workroom up` starts it");
+    }
+    let container_labels = c
+        .config
+        .as_ref()
+        .and_then(|c| c.labels.clone())
+        .unwrap_or_default();
+    let user = container_labels
+        .get(labels::REMOTE_USER)
+        .cloned()
+        .unwrap_or_else(|| "root".into());
+    let container_env = c
+        .config
+        .as_ref()
+        .and_then(|c| c.env.as_ref())
+        .map(|e| {
+            e.iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let ctx = HookContext::new(&loaded, &user, &container_env);
+    let spec = ExecSpec {
+        argv,
+        user: Some(user),
+        env: ctx.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        workdir: Some(ctx.cwd.clone()),
+        tty,
+        stdin: true,
+    };
+    let id = c.id.clone().unwrap_or(name);
+    let terminal = if tty { RawTerminal::enter() } else { None };
+    let mut stream = engine.exec(&id, &spec).await?;
+    if let (true, Some((rows, cols))) = (tty, terminal_size()) {
+        let _ = engine.resize_exec(&stream.id, rows, cols).await;
+    }
+    let mut stderr_rx = stream.output.take_stderr();
+    let mut input = stream.input;
+    // stdin → exec; at its end, half-close so the command sees end of input.
+    let stdin_task = tokio::spawn(async move {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if input.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                    let _ = input.flush().await;
+                }
+            }
+        }
+        let _ = input.shutdown().await;
+    });
+    let resize_task = tty.then(|| {
+        let engine = engine.clone();
+        let exec_id = stream.id.clone();
+        tokio::spawn(async move {
+            let Ok(mut winch) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+            else {
+                return;
+            };
+            while winch.recv().await.is_some() {
+                if let Some((rows, cols)) = terminal_size() {
+                    let _ = engine.resize_exec(&exec_id, rows, cols).await;
+                }
+            }
+        })
+    });
+    let stderr_task = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(chunk) = stderr_rx.recv().await {
+            let _ = std::io::stderr().write_all(&chunk);
+            if seen.len() < 4096 {
+                seen.extend_from_slice(&chunk);
+            }
+        }
+        seen
+    });
+    let mut out = tokio::io::stdout();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut head = Vec::new();
+    loop {
+        let n = stream.output.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        if head.len() < 4096 {
+            head.extend_from_slice(&buf[..n.min(4096)]);
+        }
+        if out.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        let _ = out.flush().await;
+    }
+    drop(terminal);
+    stdin_task.abort();
+    if let Some(t) = resize_task {
+        t.abort();
+    }
+    drop(stream.output);
+    let err_head = stderr_task.await.unwrap_or_default();
+    let code = engine
+        .exec_exit_code(&stream.id)
+        .await?
+        .unwrap_or(EXIT_WORKROOM_FAILED as i64) as i32;
+    if (code == 126 || code == 127) && {
+        let text =
+            String::from_utf8_lossy(&head).into_owned() + &String::from_utf8_lossy(&err_head);
+        text.contains("OCI runtime exec failed")
+    } {
+        eprintln!(
+            "workroom: the engine could not run `{}` in {id}: {}",
+            spec.argv[0],
+            if code == 127 {
+                "not found in PATH"
+            } else {
+                "not executable"
+            }
+        );
+    }
+    Ok(code)
+}
+
+fn terminal_size() -> Option<(u16, u16)> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we pass.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// The host terminal in raw mode, restored when dropped (every exit path).
+pub struct RawTerminal {
+    saved: nix::sys::termios::Termios,
+}
+
+impl RawTerminal {
+    pub fn enter() -> Option<RawTerminal> {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return None;
+        }
+        let saved = tcgetattr(&stdin).ok()?;
+        let mut raw = saved.clone();
+        cfmakeraw(&mut raw);
+        tcsetattr(&stdin, SetArg::TCSANOW, &raw).ok()?;
+        Some(RawTerminal { saved })
+    }
+}
+
+impl Drop for RawTerminal {
+    fn drop(&mut self) {
+        let _ = nix::sys::termios::tcsetattr(
+            std::io::stdin(),
+            nix::sys::termios::SetArg::TCSANOW,
+            &self.saved,
+        );
+    }
+}

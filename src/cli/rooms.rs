@@ -1,0 +1,176 @@
+//! `list`, `stop`, `down`, `logs`: rooms as the engine knows them, found by
+//! our labels only.
+
+use crate::engine::Engine;
+use crate::output;
+use crate::plan::labels;
+use crate::room;
+use anyhow::bail;
+use bollard::models::ContainerSummary;
+use serde_json::json;
+use std::time::Duration;
+
+/// Grace before `stop` kills: the daemon ends its panes' shells with SIGHUP
+/// first, which a shell honours at once.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+fn label<'a>(c: &'a ContainerSummary, key: &str) -> &'a str {
+    c.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+        .unwrap_or("")
+}
+
+fn name(c: &ContainerSummary) -> String {
+    c.names
+        .as_ref()
+        .and_then(|n| n.first())
+        .map(|n| n.trim_start_matches('/').to_string())
+        .unwrap_or_default()
+}
+
+fn age(created: Option<i64>) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let secs = (now - created.unwrap_or(now)).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+pub async fn list(as_json: bool) -> anyhow::Result<i32> {
+    let engine = Engine::connect().await?;
+    let mut rooms = room::all_rooms(&engine).await?;
+    rooms.sort_by_key(name);
+    if as_json {
+        let items: Vec<_> = rooms
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": name(c),
+                    "id": c.id,
+                    "state": c.state.map(|s| s.to_string()),
+                    "image": c.image,
+                    "workspace": label(c, labels::LOCAL_FOLDER),
+                    "created": c.created,
+                })
+            })
+            .collect();
+        output::print_json(&json!(items))?;
+        return Ok(0);
+    }
+    let mut out = format!(
+        "{:<36} {:<9} {:<32} {:<6} {}\n",
+        "NAME", "STATE", "IMAGE", "AGE", "WORKSPACE"
+    );
+    for c in &rooms {
+        out.push_str(&format!(
+            "{:<36} {:<9} {:<32} {:<6} {}\n",
+            name(c),
+            c.state.map(|s| s.to_string()).unwrap_or_default(),
+            c.image.as_deref().unwrap_or(""),
+            age(c.created),
+            label(c, labels::LOCAL_FOLDER),
+        ));
+    }
+    output::print(&out)?;
+    Ok(0)
+}
+
+/// The rooms a command acts on: a name, `--all`, or the workspace's room.
+async fn targets(
+    engine: &Engine,
+    name_arg: Option<&str>,
+    all: bool,
+    folder: &std::path::Path,
+) -> anyhow::Result<Vec<ContainerSummary>> {
+    let rooms = room::all_rooms(engine).await?;
+    if all {
+        return Ok(rooms);
+    }
+    if let Some(n) = name_arg {
+        let found: Vec<_> = rooms
+            .into_iter()
+            .filter(|c| name(c) == n || c.id.as_deref() == Some(n))
+            .collect();
+        if found.is_empty() {
+            bail!("no room named {n} (`workroom list` shows the rooms; only containers made by workroom are touched)");
+        }
+        return Ok(found);
+    }
+    let folder = std::path::absolute(folder)?;
+    let found = room::find_by_folder(engine, &folder).await?;
+    if found.is_empty() {
+        bail!("no room for {}; `workroom up` makes one", folder.display());
+    }
+    Ok(found)
+}
+
+pub async fn stop(
+    name_arg: Option<&str>,
+    all: bool,
+    folder: &std::path::Path,
+) -> anyhow::Result<i32> {
+    let engine = Engine::connect().await?;
+    for c in targets(&engine, name_arg, all, folder).await? {
+        let n = name(&c);
+        engine
+            .stop(c.id.as_deref().unwrap_or(&n), STOP_GRACE)
+            .await?;
+        eprintln!("stopped {n}");
+    }
+    Ok(0)
+}
+
+pub async fn down(
+    name_arg: Option<&str>,
+    all: bool,
+    folder: &std::path::Path,
+    volumes: bool,
+) -> anyhow::Result<i32> {
+    let engine = Engine::connect().await?;
+    for c in targets(&engine, name_arg, all, folder).await? {
+        let n = name(&c);
+        engine
+            .remove(c.id.as_deref().unwrap_or(&n), volumes)
+            .await?;
+        eprintln!("removed {n}");
+    }
+    Ok(0)
+}
+
+pub async fn logs(
+    name_arg: Option<&str>,
+    folder: &std::path::Path,
+    follow: bool,
+) -> anyhow::Result<i32> {
+    use futures_util::StreamExt;
+    use std::io::Write;
+    let engine = Engine::connect().await?;
+    let c = targets(&engine, name_arg, false, folder).await?.remove(0);
+    let options = bollard::query_parameters::LogsOptions {
+        follow,
+        stdout: true,
+        stderr: true,
+        tail: "all".into(),
+        ..Default::default()
+    };
+    let mut stream = engine
+        .docker()
+        .logs(c.id.as_deref().unwrap_or_default(), Some(options));
+    while let Some(item) = stream.next().await {
+        match item? {
+            bollard::container::LogOutput::StdErr { message } => {
+                let _ = std::io::stderr().write_all(&message);
+            }
+            other => output::print(&String::from_utf8_lossy(&other.into_bytes()))?,
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,266 @@
+//! The host's link to a room's daemon: `docker exec -i -u 0 <room>
+//! workroomd relay` through the Engine API (non-tty, so bytes pass
+//! untouched), then the protocol of the `workroomd` library over the exec's
+//! stdin and stdout.
+
+use crate::engine::{Engine, EngineError, ExecSpec};
+use std::io::Write;
+use workroomd::proto::{
+    DaemonStatus, Event, ExitStatus, Expected, Hello, Link, LinkError, Request, Response, Role,
+    RunRequest, StreamError, StreamHandle, PROTOCOL,
+};
+use workroomd::room;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RoomLinkError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The relay ran but found no daemon listening (yet).
+    #[error("the daemon in {room} is not listening: {detail}")]
+    NotListening { room: String, detail: String },
+    #[error("{room} has no workroom daemon at {path}; it was not made by this workroom (recreate it with `workroom up --recreate`)")]
+    NoDaemon { room: String, path: &'static str },
+    #[error("the daemon in {room}: {source}")]
+    Link { room: String, source: LinkError },
+    #[error("the daemon in {room} answered {answer:?} to {asked}")]
+    Unexpected {
+        room: String,
+        asked: &'static str,
+        answer: String,
+    },
+    #[error("the daemon in {room}: {source}")]
+    Stream { room: String, source: StreamError },
+    #[error("the daemon in {room} refused: {message}")]
+    Refused { room: String, message: String },
+}
+
+impl RoomLinkError {
+    /// Worth another try while a room is starting: the daemon has not bound
+    /// its socket yet, or the container is between start and running.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RoomLinkError::NotListening { .. } => true,
+            RoomLinkError::Engine(EngineError::Refused { status: 409, .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+pub struct RoomLink {
+    room: String,
+    link: Link,
+    daemon: Hello,
+}
+
+impl RoomLink {
+    pub async fn connect(engine: &Engine, room_id: &str) -> Result<RoomLink, RoomLinkError> {
+        let room = room_id.chars().take(12).collect::<String>();
+        let spec = ExecSpec {
+            argv: vec![room::DAEMON_PATH.into(), "relay".into()],
+            // The socket is root's alone.
+            user: Some("0".into()),
+            stdin: true,
+            ..Default::default()
+        };
+        let mut exec = engine.exec(room_id, &spec).await?;
+        let mut stderr = exec.output.take_stderr();
+        let ours = Hello {
+            protocol: PROTOCOL,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            role: Role::Host,
+        };
+        match Link::handshake_with(exec.output, exec.input, ours).await {
+            Ok((link, daemon)) => Ok(RoomLink { room, link, daemon }),
+            Err(e @ LinkError::ProtocolMismatch { .. }) => {
+                Err(RoomLinkError::Link { room, source: e })
+            }
+            Err(e) => {
+                // The relay says why on stderr, or the engine could not run it.
+                let mut said = String::new();
+                while let Ok(chunk) = stderr.try_recv() {
+                    said.push_str(&String::from_utf8_lossy(&chunk));
+                }
+                let code = engine.exec_exit_code(&exec.id).await.ok().flatten();
+                if said.contains("cannot reach the daemon") {
+                    Err(RoomLinkError::NotListening {
+                        room,
+                        detail: said.trim().to_string(),
+                    })
+                } else if matches!(code, Some(126 | 127)) || said.contains("no such file") {
+                    Err(RoomLinkError::NoDaemon {
+                        room,
+                        path: room::DAEMON_PATH,
+                    })
+                } else {
+                    Err(RoomLinkError::Link { room, source: e })
+                }
+            }
+        }
+    }
+
+    pub fn daemon_version(&self) -> &str {
+        &self.daemon.version
+    }
+
+    /// The protocol link itself (tests and benchmarks open streams on it).
+    pub fn link(&self) -> &Link {
+        &self.link
+    }
+
+    fn stream_err(&self, source: StreamError) -> RoomLinkError {
+        RoomLinkError::Stream {
+            room: self.room.clone(),
+            source,
+        }
+    }
+
+    fn unexpected(&self, asked: &'static str, answer: Response) -> RoomLinkError {
+        match answer {
+            Response::Error { message } => RoomLinkError::Refused {
+                room: self.room.clone(),
+                message,
+            },
+            other => RoomLinkError::Unexpected {
+                room: self.room.clone(),
+                asked,
+                answer: format!("{other:?}"),
+            },
+        }
+    }
+
+    pub async fn status(&self) -> Result<DaemonStatus, RoomLinkError> {
+        match self
+            .link
+            .request(Request::Status)
+            .await
+            .map_err(|e| self.stream_err(e))?
+        {
+            Response::Status(s) => Ok(s),
+            other => Err(self.unexpected("status", other)),
+        }
+    }
+
+    pub async fn markers(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, String>, RoomLinkError> {
+        match self
+            .link
+            .request(Request::GetMarkers)
+            .await
+            .map_err(|e| self.stream_err(e))?
+        {
+            Response::Markers { markers } => Ok(markers),
+            other => Err(self.unexpected("get markers", other)),
+        }
+    }
+
+    /// Sets `key` to `value` if its value now is `expected` (`None`: absent).
+    /// Returns whether it applied and the value after.
+    pub async fn set_marker(
+        &self,
+        key: &str,
+        value: Option<String>,
+        expected: Option<String>,
+    ) -> Result<(bool, Option<String>), RoomLinkError> {
+        let request = Request::SetMarker {
+            key: key.to_string(),
+            value,
+            expected: Some(Expected { current: expected }),
+        };
+        match self
+            .link
+            .request(request)
+            .await
+            .map_err(|e| self.stream_err(e))?
+        {
+            Response::MarkerSet { applied, current } => Ok((applied, current)),
+            other => Err(self.unexpected("set marker", other)),
+        }
+    }
+
+    /// Starts a command; the handle carries its output and stdin.
+    pub async fn run(&self, request: RunRequest) -> Result<StreamHandle, RoomLinkError> {
+        let handle = self
+            .link
+            .open(Request::Run(request))
+            .await
+            .map_err(|e| self.stream_err(e))?;
+        match handle.recv_reply().await.map_err(|e| self.stream_err(e))? {
+            Response::Started { .. } => Ok(handle),
+            other => Err(self.unexpected("run", other)),
+        }
+    }
+
+    /// Runs a command without stdin, its output on our stderr, each line
+    /// prefixed with `[label]`; returns its exit status.
+    pub async fn run_prefixed(
+        &self,
+        request: RunRequest,
+        label: &str,
+    ) -> Result<ExitStatus, RoomLinkError> {
+        let handle = self
+            .run(RunRequest {
+                stdin: false,
+                ..request
+            })
+            .await?;
+        let _ = handle.send_eof().await;
+        let mut out = LinePrefixer::new(label);
+        let mut err = LinePrefixer::new(label);
+        let mut exit = ExitStatus {
+            code: None,
+            signal: None,
+        };
+        while let Some(event) = handle.recv().await {
+            match event {
+                Event::Data(bytes) => out.write(&bytes),
+                Event::Stderr(bytes) => err.write(&bytes),
+                Event::Exit(status) => exit = status,
+                Event::Eof => break,
+                Event::Reset(message) => {
+                    return Err(RoomLinkError::Refused {
+                        room: self.room.clone(),
+                        message,
+                    });
+                }
+            }
+        }
+        out.finish();
+        err.finish();
+        Ok(exit)
+    }
+}
+
+/// Writes output to stderr line by line with a label in front, so the
+/// output of parallel hooks stays readable.
+struct LinePrefixer {
+    label: String,
+    partial: Vec<u8>,
+}
+
+impl LinePrefixer {
+    fn new(label: &str) -> Self {
+        LinePrefixer {
+            label: format!("[{label}] "),
+            partial: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=pos).collect();
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(self.label.as_bytes());
+            let _ = err.write_all(&line);
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.partial.is_empty() {
+            self.partial.push(b'\n');
+            let rest = std::mem::take(&mut self.partial);
+            self.write(&rest);
+        }
+    }
+}

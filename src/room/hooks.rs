@@ -1,0 +1,232 @@
+//! Lifecycle commands. `initializeCommand` runs on the host; the others run
+//! in the room through the daemon, as the remote user with `remoteEnv`, in
+//! the workspace folder:
+//! - onCreate, updateContent, postCreate: once per container;
+//! - postStart: once per container start (the daemon's boot id);
+//! - postAttach: on every attach.
+//!
+//! "Once" is kept by markers in the daemon, claimed with a compare-and-set,
+//! so concurrent `up`s of one room run each hook once: the one whose claim
+//! wins runs it, the others wait for its marker to say done. A failed hook
+//! releases its claim, so the next `up` tries it again, and later hooks do
+//! not run.
+
+use crate::config::{substitute, Command, Hook, Loaded};
+use crate::link::RoomLink;
+use anyhow::{bail, Context as _};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use workroomd::proto::RunRequest;
+
+/// The once-per-container hooks, run in this order, share one marker.
+const CREATE_HOOKS: [Hook; 3] = [Hook::OnCreate, Hook::UpdateContent, Hook::PostCreate];
+const CREATE_MARKER: &str = "create-hooks";
+const START_MARKER: &str = "post-start";
+const DONE: &str = "done";
+
+/// How long an `up` waits for another `up`'s hooks. Hooks install
+/// dependencies and may take long; a claim older than this is taken over.
+const CLAIM_WAIT: Duration = Duration::from_secs(30 * 60);
+
+pub struct HookContext<'a> {
+    pub loaded: &'a Loaded,
+    pub user: String,
+    pub env: BTreeMap<String, String>,
+    pub cwd: String,
+}
+
+impl<'a> HookContext<'a> {
+    /// `remoteEnv` with `${containerEnv:...}` resolved against the room's
+    /// environment; a `null` value is left out.
+    pub fn new(loaded: &'a Loaded, user: &str, container_env: &HashMap<String, String>) -> Self {
+        let ctx = substitute::Context {
+            container_env: Some(container_env),
+            ..Default::default()
+        };
+        let env = loaded
+            .model
+            .remote_env
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.clone(),
+                    substitute::substitute_str(&ctx, v.as_ref()?).unwrap_or_default(),
+                ))
+            })
+            .collect();
+        HookContext {
+            loaded,
+            user: user.to_string(),
+            env,
+            cwd: loaded.workspace.folder.clone(),
+        }
+    }
+}
+
+pub async fn run_due(
+    link: &RoomLink,
+    ctx: &HookContext<'_>,
+    post_attach: bool,
+) -> anyhow::Result<()> {
+    let lifecycle = &ctx.loaded.model.lifecycle;
+    let status = link.status().await?;
+    if once(link, CREATE_MARKER, None, DONE, || async {
+        for hook in CREATE_HOOKS {
+            if let Some(cmd) = lifecycle.get(hook) {
+                run_in_room(link, ctx, hook, cmd).await?;
+            }
+        }
+        Ok(())
+    })
+    .await?
+    {
+        // Ran or already done.
+    }
+    let started_for = link.markers().await?.get(START_MARKER).cloned();
+    if started_for.as_deref() != Some(&status.boot_id) {
+        once(link, START_MARKER, started_for, &status.boot_id, || async {
+            match lifecycle.get(Hook::PostStart) {
+                Some(cmd) => run_in_room(link, ctx, Hook::PostStart, cmd).await,
+                None => Ok(()),
+            }
+        })
+        .await?;
+    }
+    if post_attach {
+        if let Some(cmd) = lifecycle.get(Hook::PostAttach) {
+            run_in_room(link, ctx, Hook::PostAttach, cmd).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work` unless the marker already says `done`, claiming the marker
+/// first (from `expected`) so that only one caller runs it. Returns whether
+/// the work is done (by us or another).
+async fn once<F, Fut>(
+    link: &RoomLink,
+    key: &str,
+    expected: Option<String>,
+    done: &str,
+    work: F,
+) -> anyhow::Result<bool>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let claim = format!("running:{}:{}", std::process::id(), nonce());
+    let deadline = Instant::now() + CLAIM_WAIT;
+    let mut expected = expected;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let (applied, current) = link
+            .set_marker(key, Some(claim.clone()), expected.clone())
+            .await?;
+        if applied {
+            break;
+        }
+        match current.as_deref() {
+            Some(v) if v == done => return Ok(true),
+            Some(v) if v.starts_with("running:") && Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            // A stale claim, or another value: claim from what is there now.
+            _ => expected = current,
+        }
+    }
+    match work().await {
+        Ok(()) => {
+            link.set_marker(key, Some(done.to_string()), Some(claim))
+                .await?;
+            Ok(true)
+        }
+        Err(e) => {
+            // Release the claim so the next `up` tries again.
+            let _ = link.set_marker(key, expected, Some(claim)).await;
+            Err(e)
+        }
+    }
+}
+
+fn nonce() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn argv(cmd: &Command) -> Vec<String> {
+    match cmd {
+        Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+        Command::Exec(argv) => argv.clone(),
+        Command::Parallel(_) => unreachable!("parallel commands are split before"),
+    }
+}
+
+/// Runs a hook in the room, its output on ours with the hook's name; a
+/// parallel object runs its commands at once and waits for all.
+pub async fn run_in_room(
+    link: &RoomLink,
+    ctx: &HookContext<'_>,
+    hook: Hook,
+    cmd: &Command,
+) -> anyhow::Result<()> {
+    let jobs: Vec<(String, Vec<String>)> = match cmd {
+        Command::Parallel(named) => named
+            .iter()
+            .map(|(n, c)| (format!("{}:{n}", hook.property()), argv(c)))
+            .collect(),
+        simple => vec![(hook.property().to_string(), argv(simple))],
+    };
+    let runs = jobs.iter().map(|(label, argv)| async move {
+        eprintln!("[{label}] {}", argv.join(" "));
+        let request = RunRequest {
+            argv: argv.clone(),
+            user: Some(ctx.user.clone()),
+            env: ctx.env.clone(),
+            cwd: Some(ctx.cwd.clone()),
+            stdin: false,
+            login_shell: false,
+        };
+        let status = link.run_prefixed(request, label).await?;
+        match status.code {
+            Some(0) => Ok(()),
+            Some(code) => bail!("{label} failed with exit code {code}"),
+            None => bail!(
+                "{label} was killed by signal {}",
+                status.signal.unwrap_or(0)
+            ),
+        }
+    });
+    let results = futures_util::future::join_all(runs).await;
+    results
+        .into_iter()
+        .collect::<anyhow::Result<Vec<()>>>()
+        .map(|_| ())
+}
+
+/// `initializeCommand`, on the host, in the workspace folder.
+pub async fn run_on_host(cmd: &Command, folder: &Path) -> anyhow::Result<()> {
+    let jobs: Vec<(String, Vec<String>)> = match cmd {
+        Command::Parallel(named) => named
+            .iter()
+            .map(|(n, c)| (format!("initializeCommand:{n}"), argv(c)))
+            .collect(),
+        simple => vec![("initializeCommand".to_string(), argv(simple))],
+    };
+    for (label, argv) in jobs {
+        eprintln!("[{label}] {}", argv.join(" "));
+        let status = tokio::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(folder)
+            .status()
+            .await
+            .with_context(|| format!("{label}: cannot run {}", argv[0]))?;
+        if !status.success() {
+            bail!("{label} failed ({status}); nothing was created");
+        }
+    }
+    Ok(())
+}

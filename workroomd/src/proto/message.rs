@@ -1,0 +1,426 @@
+//! The typed payloads: JSON, because the messages are small, rare next to the
+//! byte streams, and readable in a hex dump when something goes wrong.
+//!
+//! Evolution: fields added later carry `#[serde(default)]` so an older peer's
+//! message still reads; a new [`Request`] variant reaches an older daemon as
+//! an unreadable request, which the link answers with [`Response::Error`]
+//! naming the daemon's version. Anything an older peer could not safely
+//! ignore bumps [`PROTOCOL`](super::PROTOCOL).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::PROTOCOL;
+use crate::users::{GroupEntry, PasswdEntry};
+use crate::VERSION;
+
+/// Which end of the link a program is. The host opens odd stream ids, the
+/// daemon even ones, so the two never pick the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Host,
+    Daemon,
+}
+
+impl Role {
+    /// The other end.
+    pub fn peer(self) -> Role {
+        match self {
+            Role::Host => Role::Daemon,
+            Role::Daemon => Role::Host,
+        }
+    }
+
+    /// The program that plays this role, for messages naming versions.
+    pub fn program(self) -> &'static str {
+        match self {
+            Role::Host => "workroom",
+            Role::Daemon => "workroomd",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Host => "host",
+            Role::Daemon => "daemon",
+        })
+    }
+}
+
+/// The payload of the `Hello` frame each side sends first.
+///
+/// Its shape must never change: it is how two different protocol versions
+/// find out they differ. New information goes in new optional fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    /// The sending program's version (the host passes its own, which may
+    /// differ from this library's).
+    pub version: String,
+    pub role: Role,
+}
+
+impl Hello {
+    /// This library's protocol and version in the given role.
+    pub fn new(role: Role) -> Hello {
+        Hello {
+            protocol: PROTOCOL,
+            version: VERSION.to_owned(),
+            role,
+        }
+    }
+
+    /// "workroomd 0.1.0 speaks protocol 1", for messages naming both sides.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} speaks protocol {}",
+            self.role.program(),
+            self.version,
+            self.protocol
+        )
+    }
+}
+
+/// The payload of `Refuse` and `Reset` frames.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub message: String,
+}
+
+/// How a process ended: the payload of an `Exit` frame. Exactly one of the
+/// two is set for a process that ended; both `None` means the daemon could not
+/// tell (it lost the child).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// What the host asks of the daemon: the payload of an `Open` frame.
+///
+/// Every request gets exactly one [`Response`] as the first frame the daemon
+/// sends on its stream. A request that [`is_streaming`](Self::is_streaming)
+/// then carries byte streams until each side sends `Eof`; any other request
+/// is over with that reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// The daemon's identity and the supervised program's state:
+    /// [`Response::Status`].
+    Status,
+    /// Run a command: [`Response::Started`] (or `Error`), then its stdout as
+    /// `Data`, its stderr as `Stderr`, `Exit` when it ends and `Eof` once its
+    /// output is drained. The host's `Data` is its stdin; the host's `Eof`
+    /// closes it.
+    Run(RunRequest),
+    /// The image's accounts, read from `/etc/passwd` and `/etc/group`:
+    /// [`Response::Users`].
+    Users,
+    /// [`Response::Ready`], then every `Data` frame comes back on the same
+    /// stream until the host's `Eof`, which is answered with `Eof`. Measures
+    /// and tests the link itself.
+    Echo,
+    /// All lifecycle markers: [`Response::Markers`].
+    GetMarkers,
+    /// Sets or removes one marker: [`Response::MarkerSet`].
+    ///
+    /// Markers are small facts the daemon keeps for the container's lifetime
+    /// (across daemon restarts), e.g. `on_create` → `"done"` for a
+    /// once-per-container hook, or `post_start` → the boot id it last ran
+    /// for. `expected` makes it a compare-and-set, so two hosts running `up`
+    /// at once cannot both claim the same once-only hook.
+    SetMarker {
+        key: String,
+        /// The new value; `None` removes the marker.
+        value: Option<String>,
+        /// Apply only if the marker currently has this value.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expected: Option<Expected>,
+    },
+}
+
+impl Request {
+    /// Whether the stream carries bytes after the reply. The link uses it to
+    /// know when a stream is over, so both sides must agree: it is part of the
+    /// protocol.
+    pub fn is_streaming(&self) -> bool {
+        match self {
+            Request::Run(_) | Request::Echo => true,
+            Request::Status | Request::Users | Request::GetMarkers | Request::SetMarker { .. } => {
+                false
+            }
+        }
+    }
+}
+
+/// A command for the daemon to run (see [`Request::Run`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRequest {
+    /// Program and arguments; the program is looked up in the child's `PATH`.
+    pub argv: Vec<String>,
+    /// `name`, `uid`, `name:group` or `uid:gid`, resolved by the daemon with
+    /// [`resolve_user`](crate::users::resolve_user); `None` runs as the
+    /// daemon's own user.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Set on top of the base environment: the daemon's own (the container's
+    /// `Env`, which holds `containerEnv`) plus `HOME`, `USER`, `LOGNAME` and
+    /// `SHELL` of the user. A map, not a list: a name set twice has no
+    /// meaning, and a sorted map makes requests comparable in tests.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working folder; `None` is the user's home.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Whether the host will send stdin. When `false` the child's stdin is
+    /// `/dev/null` and the host should send `Eof` at once.
+    #[serde(default)]
+    pub stdin: bool,
+    /// Run `argv` through the user's login shell (`<shell> -lc 'exec "$@"'`),
+    /// so profile scripts shape the environment as devcontainer's
+    /// `userEnvProbe: loginShell` expects. Named for what it does rather than
+    /// `login_env`, which reads like a variable set.
+    #[serde(default)]
+    pub login_shell: bool,
+}
+
+/// A guard for [`Request::SetMarker`]: the marker's value must currently be
+/// `current` (`None`: the marker must be absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expected {
+    pub current: Option<String>,
+}
+
+/// The daemon's answer: the payload of a `Reply` frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Response {
+    Status(DaemonStatus),
+    /// The command of a [`Request::Run`] runs as this pid.
+    Started {
+        pid: u32,
+    },
+    /// A streaming request was accepted; its streams follow.
+    Ready,
+    Users {
+        users: Vec<PasswdEntry>,
+        groups: Vec<GroupEntry>,
+    },
+    Markers {
+        markers: BTreeMap<String, String>,
+    },
+    MarkerSet {
+        /// False when `expected` did not hold; nothing changed.
+        applied: bool,
+        /// The marker's value after the request.
+        current: Option<String>,
+    },
+    /// The request failed; a streaming request's stream ends here too.
+    Error {
+        message: String,
+    },
+}
+
+impl Response {
+    pub fn error(message: impl Into<String>) -> Response {
+        Response::Error {
+            message: message.into(),
+        }
+    }
+
+    /// Whether this reply ends its stream: the request does not stream, or
+    /// it failed. Part of the protocol, like [`Request::is_streaming`].
+    pub fn ends_stream(&self, streaming: bool) -> bool {
+        !streaming || matches!(self, Response::Error { .. })
+    }
+}
+
+/// The daemon's answer to [`Request::Status`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub version: String,
+    pub protocol: u32,
+    /// Changes on every container start: lifecycle hooks that run once per
+    /// start compare against it.
+    pub boot_id: String,
+    pub started_at_unix_ms: u64,
+    pub pid: u32,
+    pub program: ProgramStatus,
+}
+
+/// The image's own program, which the daemon supervises when
+/// `overrideCommand` is false.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ProgramStatus {
+    /// `overrideCommand` is true (the default): there is no program.
+    NotConfigured,
+    Running {
+        pid: u32,
+    },
+    Exited(ExitStatus),
+    FailedToStart {
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn wire<T: Serialize>(value: &T) -> Value {
+        serde_json::to_value(value).unwrap()
+    }
+
+    fn round_trip<T>(value: &T)
+    where
+        T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+    {
+        let bytes = serde_json::to_vec(value).unwrap();
+        assert_eq!(&serde_json::from_slice::<T>(&bytes).unwrap(), value);
+    }
+
+    #[test]
+    fn hello_has_the_documented_shape() {
+        let hello = Hello {
+            protocol: 1,
+            version: "0.1.0".into(),
+            role: Role::Daemon,
+        };
+        assert_eq!(
+            wire(&hello),
+            json!({"protocol": 1, "version": "0.1.0", "role": "daemon"})
+        );
+        assert_eq!(hello.describe(), "workroomd 0.1.0 speaks protocol 1");
+    }
+
+    #[test]
+    fn requests_are_tagged_by_op() {
+        assert_eq!(wire(&Request::Status), json!({"op": "status"}));
+        assert_eq!(wire(&Request::GetMarkers), json!({"op": "get_markers"}));
+        let run = Request::Run(RunRequest {
+            argv: vec!["true".into()],
+            user: Some("1000".into()),
+            stdin: true,
+            ..RunRequest::default()
+        });
+        assert_eq!(
+            wire(&run),
+            json!({"op": "run", "argv": ["true"], "user": "1000", "env": {},
+                   "cwd": null, "stdin": true, "login_shell": false})
+        );
+    }
+
+    #[test]
+    fn a_run_request_with_only_argv_reads_with_defaults() {
+        let request: Request = serde_json::from_str(r#"{"op":"run","argv":["id"]}"#).unwrap();
+        assert_eq!(
+            request,
+            Request::Run(RunRequest {
+                argv: vec!["id".into()],
+                ..RunRequest::default()
+            })
+        );
+    }
+
+    #[test]
+    fn an_unknown_op_does_not_read_as_a_request() {
+        assert!(serde_json::from_str::<Request>(r#"{"op":"frobnicate"}"#).is_err());
+    }
+
+    #[test]
+    fn set_marker_omits_an_absent_guard_and_keeps_a_null_one() {
+        let unguarded = Request::SetMarker {
+            key: "on_create".into(),
+            value: Some("done".into()),
+            expected: None,
+        };
+        assert_eq!(
+            wire(&unguarded),
+            json!({"op": "set_marker", "key": "on_create", "value": "done"})
+        );
+        let must_be_absent = Request::SetMarker {
+            key: "on_create".into(),
+            value: Some("done".into()),
+            expected: Some(Expected { current: None }),
+        };
+        assert_eq!(wire(&must_be_absent)["expected"], json!({"current": null}));
+        round_trip(&unguarded);
+        round_trip(&must_be_absent);
+    }
+
+    #[test]
+    fn responses_and_statuses_round_trip() {
+        let status = Response::Status(DaemonStatus {
+            version: "0.1.0".into(),
+            protocol: 1,
+            boot_id: "b00t".into(),
+            started_at_unix_ms: 1_700_000_000_000,
+            pid: 1,
+            program: ProgramStatus::Exited(ExitStatus {
+                code: None,
+                signal: Some(9),
+            }),
+        });
+        assert_eq!(
+            wire(&status)["program"],
+            json!({"state": "exited", "code": null, "signal": 9})
+        );
+        for response in [
+            status,
+            Response::Started { pid: 42 },
+            Response::Ready,
+            Response::Users {
+                users: vec![],
+                groups: vec![],
+            },
+            Response::Markers {
+                markers: BTreeMap::from([("post_start".into(), "b00t".into())]),
+            },
+            Response::MarkerSet {
+                applied: false,
+                current: Some("x".into()),
+            },
+            Response::error("no"),
+        ] {
+            round_trip(&response);
+        }
+        assert_eq!(
+            wire(&Response::Started { pid: 42 }),
+            json!({"reply": "started", "pid": 42})
+        );
+    }
+
+    #[test]
+    fn only_run_and_echo_stream() {
+        assert!(Request::Echo.is_streaming());
+        assert!(Request::Run(RunRequest::default()).is_streaming());
+        assert!(!Request::Status.is_streaming());
+        assert!(!Request::Users.is_streaming());
+    }
+
+    #[test]
+    fn an_error_reply_ends_even_a_streaming_stream() {
+        assert!(Response::error("spawn failed").ends_stream(true));
+        assert!(!Response::Started { pid: 1 }.ends_stream(true));
+        assert!(Response::Ready.ends_stream(false));
+    }
+
+    #[test]
+    fn exit_status_has_both_fields_even_when_null() {
+        assert_eq!(
+            wire(&ExitStatus {
+                code: Some(3),
+                signal: None
+            }),
+            json!({"code": 3, "signal": null})
+        );
+    }
+}

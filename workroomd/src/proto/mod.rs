@@ -1,0 +1,138 @@
+//! The wire protocol between the host CLI (`workroom`) and the in-room daemon
+//! (`workroomd`). Both link this module, so the two sides cannot drift.
+//!
+//! # Layout
+//!
+//! - [`frame`]: the byte codec, `kind | stream | length | payload`, length
+//!   capped at [`MAX_PAYLOAD`]; the decoder never holds more than
+//!   [`MAX_FRAME`] bytes.
+//! - `message`: the serde types: [`Hello`], [`Request`], [`Response`], ...
+//! - `handshake`: magic bytes and hellos, refusal on a protocol mismatch.
+//! - `link`: [`Link`], the multiplexer (a reader task, a writer task).
+//! - `stream`: [`StreamHandle`], one multiplexed stream with credit-based
+//!   flow control.
+//!
+//! # The connection
+//!
+//! The host runs `docker exec -i <room> workroomd relay`, which copies bytes
+//! between its stdio and the daemon's Unix socket without adding any, so the
+//! protocol runs over any byte stream. Each side first writes [`MAGIC`]
+//! (`WORKROOM`) and a `Hello` frame on stream 0 (`{"protocol", "version",
+//! "role"}`), without waiting for the other. On a different [`PROTOCOL`] the
+//! daemon answers with a `Refuse` frame and closes; both sides fail with
+//! [`LinkError::ProtocolMismatch`] naming both programs, versions and
+//! protocols ("protocol mismatch: workroomd 0.1.0 speaks protocol 1; workroom
+//! 0.2.0 speaks protocol 2"). Bytes other than the magic fail with
+//! [`LinkError::NotWorkroom`], which shows them.
+//!
+//! Then either side opens streams: an `Open` frame carrying a [`Request`] on a
+//! fresh id (the host's are odd, the daemon's even, never reused). The rules
+//! of a stream:
+//! 1. The accepting side's first frame is one `Reply` ([`Response`]).
+//! 2. If the request does not [stream](Request::is_streaming), or the reply is
+//!    [`Response::Error`], the stream is over after the reply.
+//! 3. Otherwise each side sends `Data` (and the daemon `Stderr`, and `Exit`
+//!    once) and ends its direction with `Eof`. The opener may send before the
+//!    reply arrives (no round trip for stdin).
+//! 4. `Reset` aborts both directions at any time; dropping a handle of a
+//!    stream that is not over sends it.
+//! 5. Each direction may have at most [`INITIAL_WINDOW`] unacknowledged bytes
+//!    in flight; `Window` frames return credit as the application reads. A
+//!    reader that does not read stalls its own stream only.
+//!
+//! Violations (a second hello, bytes beyond the window, an unknown frame
+//! kind, a length over the cap) close the link: the peer is our own code, so
+//! they are bugs, and a byte stream whose framing is in doubt cannot be
+//! trusted with the next frame.
+//!
+//! # Using it
+//!
+//! Host side:
+//!
+//! ```no_run
+//! use workroomd::proto::{Event, Hello, Link, Request, Response, Role, RunRequest};
+//!
+//! # async fn host(stdout: tokio::io::DuplexStream, stdin: tokio::io::DuplexStream)
+//! # -> Result<(), Box<dyn std::error::Error>> {
+//! // `stdout`/`stdin` of `docker exec -i <room> workroomd relay`.
+//! let hello = Hello { version: "0.2.0".into(), ..Hello::new(Role::Host) };
+//! let (link, daemon) = Link::handshake_with(stdout, stdin, hello).await?;
+//! println!("connected to {}", daemon.describe());
+//!
+//! let status = link.request(Request::Status).await?;
+//!
+//! let run = link
+//!     .open(Request::Run(RunRequest { argv: vec!["id".into()], ..Default::default() }))
+//!     .await?;
+//! run.send_eof().await?; // no stdin
+//! match run.recv_reply().await? {
+//!     Response::Started { pid } => eprintln!("pid {pid}"),
+//!     other => return Err(format!("not started: {other:?}").into()),
+//! }
+//! while let Some(event) = run.recv().await {
+//!     match event {
+//!         Event::Data(bytes) => { /* to stdout */ }
+//!         Event::Stderr(bytes) => { /* to stderr */ }
+//!         Event::Exit(status) => { /* remember the code */ }
+//!         Event::Eof => {}
+//!         Event::Reset(why) => return Err(why.into()),
+//!     }
+//! }
+//! # let _ = status; Ok(()) }
+//! ```
+//!
+//! Daemon side, one task per connection:
+//!
+//! ```no_run
+//! use workroomd::proto::{Event, Link, Request, Response, Role, StreamHandle};
+//!
+//! # async fn serve(socket: tokio::io::DuplexStream) -> Result<(), Box<dyn std::error::Error>> {
+//! let (link, host) = Link::handshake(socket, Role::Daemon).await?;
+//! while let Some((request, stream)) = link.accept().await {
+//!     tokio::spawn(async move {
+//!         match request {
+//!             Request::Echo => echo(stream).await,
+//!             _ => { let _ = stream.reply(Response::error("not yet")).await; }
+//!         }
+//!     });
+//! }
+//! // `accept` returned None: the host went away; `link.closed()` says why.
+//! # Ok(()) }
+//!
+//! async fn echo(stream: StreamHandle) {
+//!     if stream.reply(Response::Ready).await.is_err() { return; }
+//!     while let Some(event) = stream.recv().await {
+//!         match event {
+//!             Event::Data(bytes) => {
+//!                 if stream.send_data(&bytes).await.is_err() { return; }
+//!             }
+//!             Event::Eof => { let _ = stream.send_eof().await; }
+//!             _ => return,
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! A handle is `Clone` and every method takes `&self`, so a command's stdout,
+//! stderr and stdin can each be pumped by its own task; clone it into each.
+
+pub mod frame;
+mod handshake;
+mod link;
+mod message;
+mod stream;
+
+pub use frame::{Frame, FrameError, Kind, HEADER_LEN, MAGIC, MAX_FRAME, MAX_PAYLOAD};
+pub use link::{
+    Link, LinkError, HANDSHAKE_TIMEOUT, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS,
+    WINDOW_UPDATE_THRESHOLD,
+};
+pub use message::{
+    DaemonStatus, ExitStatus, Expected, Hello, ProgramStatus, Reason, Request, Response, Role,
+    RunRequest,
+};
+pub use stream::{Event, StreamError, StreamHandle};
+
+/// The protocol number both sides put in their hello. Bump it for any change
+/// an older peer could misread; a mismatch is refused, naming both versions.
+pub const PROTOCOL: u32 = 1;

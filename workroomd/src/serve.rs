@@ -1,0 +1,350 @@
+//! `workroomd serve`: the room's main process. It binds the daemon socket
+//! in a folder only root can enter, answers the host's requests over the
+//! link, and supervises the image's own program when asked to.
+//!
+//! Errors on one connection or request are reported to that peer and logged;
+//! they never end the daemon (zellij's rule: only a broken daemon is fatal).
+
+use crate::state::State;
+use crate::{bootid, spawn};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use workroomd::proto::{
+    Event, ExitStatus, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle,
+};
+use workroomd::room;
+
+/// Output is read from a child in chunks of this size; each becomes one
+/// frame (under the cap), so a chatty program costs few frames.
+const READ_CHUNK: usize = 64 * 1024;
+
+pub struct Options {
+    pub program_user: Option<String>,
+    pub program: Vec<String>,
+}
+
+pub fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        program_user: None,
+        program: Vec::new(),
+    };
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--program-user" => {
+                options.program_user = Some(
+                    args.get(i + 1)
+                        .ok_or("--program-user needs a user")?
+                        .clone(),
+                );
+                i += 2;
+            }
+            "--" => {
+                options.program = args[i + 1..].to_vec();
+                break;
+            }
+            other => return Err(format!("unknown serve argument {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+pub fn run(args: &[String]) -> i32 {
+    let options = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("workroomd serve: {e}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("workroomd serve: cannot start: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(serve(options))
+}
+
+async fn serve(options: Options) -> i32 {
+    let listener = match bind(Path::new(room::RUN_DIR), Path::new(room::SOCKET_PATH)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("workroomd serve: cannot serve {}: {e}", room::SOCKET_PATH);
+            return 1;
+        }
+    };
+    let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
+    eprintln!(
+        "workroomd {} serving (boot {})",
+        workroomd::VERSION,
+        state.boot_id
+    );
+    if !options.program.is_empty() {
+        tokio::spawn(supervise(state.clone(), options));
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => { tokio::spawn(connection(state.clone(), stream)); }
+                Err(e) => eprintln!("workroomd: accept: {e}"),
+            },
+            Some(_) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {
+                eprintln!("workroomd: stopping");
+                return 0;
+            }
+        }
+    }
+}
+
+/// The socket folder is made (or repaired) 0700 and root's before the socket
+/// exists, so there is no moment when another user could reach it.
+fn bind(dir: &Path, socket: &Path) -> std::io::Result<UnixListener> {
+    std::fs::create_dir_all(dir)?;
+    std::os::unix::fs::chown(dir, Some(0), Some(0))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    match std::fs::remove_file(socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = UnixListener::bind(socket)?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
+    let link = match Link::handshake(stream, Role::Daemon).await {
+        Ok((link, _peer)) => link,
+        Err(e) => {
+            eprintln!("workroomd: refused a connection: {e}");
+            return;
+        }
+    };
+    while let Some((request, handle)) = link.accept().await {
+        tokio::spawn(handle_request(state.clone(), request, handle));
+    }
+}
+
+async fn handle_request(state: Arc<State>, request: Request, handle: StreamHandle) {
+    let result = match request {
+        Request::Status => handle.reply(Response::Status(state.status())).await,
+        Request::Users => {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+            let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+            let users = workroomd::users::parse_passwd(&passwd);
+            let groups = workroomd::users::parse_group(&group);
+            handle.reply(Response::Users { users, groups }).await
+        }
+        Request::GetMarkers => {
+            handle
+                .reply(Response::Markers {
+                    markers: state.markers(),
+                })
+                .await
+        }
+        Request::SetMarker {
+            key,
+            value,
+            expected,
+        } => {
+            let reply = match state.set_marker(&key, value, expected.map(|e| e.current)) {
+                Ok((applied, current)) => Response::MarkerSet { applied, current },
+                Err(e) => Response::error(format!("cannot save marker {key}: {e}")),
+            };
+            handle.reply(reply).await
+        }
+        Request::Echo => echo(&handle).await,
+        Request::Run(run) => run_command(&handle, run).await,
+    };
+    if let Err(e) = result {
+        eprintln!("workroomd: stream {}: {e}", handle.id());
+    }
+}
+
+async fn echo(handle: &StreamHandle) -> Result<(), workroomd::proto::StreamError> {
+    handle.reply(Response::Ready).await?;
+    while let Some(event) = handle.recv().await {
+        match event {
+            Event::Data(bytes) => handle.send_data(&bytes).await?,
+            Event::Eof => return handle.send_eof().await,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn run_command(
+    handle: &StreamHandle,
+    run: RunRequest,
+) -> Result<(), workroomd::proto::StreamError> {
+    let user = match run.user.as_deref().map(spawn::resolve).transpose() {
+        Ok(u) => u,
+        Err(e) => {
+            return handle
+                .reply(Response::error(format!(
+                    "user {}: {e}",
+                    run.user.unwrap_or_default()
+                )))
+                .await
+        }
+    };
+    let mut cmd = match spawn::command(
+        &run.argv,
+        user.as_ref(),
+        &run.env,
+        run.cwd.as_deref(),
+        run.login_shell,
+    ) {
+        Ok(c) => c,
+        Err(e) => return handle.reply(Response::error(e)).await,
+    };
+    cmd.stdin(if run.stdin {
+        std::process::Stdio::piped()
+    } else {
+        std::process::Stdio::null()
+    })
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return handle
+                .reply(Response::error(format!("cannot run {}: {e}", run.argv[0])))
+                .await
+        }
+    };
+    handle
+        .reply(Response::Started {
+            pid: child.id().unwrap_or(0),
+        })
+        .await?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let mut stdin = child.stdin.take();
+    let pump_out = async {
+        let mut buf = vec![0u8; READ_CHUNK];
+        while let Ok(n) = stdout.read(&mut buf).await {
+            if n == 0 || handle.send_data(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let pump_err = async {
+        let mut buf = vec![0u8; READ_CHUNK];
+        while let Ok(n) = stderr.read(&mut buf).await {
+            if n == 0 || handle.send_stderr(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let pump_in = async {
+        while let Some(event) = handle.recv().await {
+            match event {
+                Event::Data(bytes) => {
+                    if let Some(s) = stdin.as_mut() {
+                        if s.write_all(&bytes).await.is_err() {
+                            stdin = None;
+                        }
+                    }
+                }
+                Event::Eof => stdin = None,
+                // The host went away or gave up: end the command.
+                Event::Reset(_) => return false,
+                _ => {}
+            }
+        }
+        true
+    };
+    let outputs = async { tokio::join!(pump_out, pump_err) };
+    tokio::pin!(outputs);
+    tokio::pin!(pump_in);
+    let mut input_done = false;
+    loop {
+        tokio::select! {
+            _ = &mut outputs => break,
+            keep = &mut pump_in, if !input_done => {
+                input_done = true;
+                if !keep {
+                    let _ = child.start_kill();
+                    return Ok(());
+                }
+            }
+        }
+    }
+    let status = child.wait().await;
+    let exit = match status {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            ExitStatus {
+                code: s.code(),
+                signal: s.signal(),
+            }
+        }
+        Err(_) => ExitStatus {
+            code: None,
+            signal: None,
+        },
+    };
+    handle.send_exit(exit).await?;
+    handle.send_eof().await
+}
+
+/// Runs the image's program (`overrideCommand: false`) and keeps its status.
+/// Its output goes to the daemon's own, which is the container log.
+async fn supervise(state: Arc<State>, options: Options) {
+    let user = match options
+        .program_user
+        .as_deref()
+        .map(spawn::resolve)
+        .transpose()
+    {
+        Ok(u) => u,
+        Err(e) => {
+            *state.program.lock().expect("program lock") =
+                ProgramStatus::FailedToStart { message: e };
+            return;
+        }
+    };
+    let env = std::collections::BTreeMap::new();
+    let spawned = spawn::command(&options.program, user.as_ref(), &env, Some("/"), false).and_then(
+        |mut c| {
+            c.stdin(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot run {}: {e}", options.program[0]))
+        },
+    );
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("workroomd: program: {message}");
+            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message };
+            return;
+        }
+    };
+    *state.program.lock().expect("program lock") = ProgramStatus::Running {
+        pid: child.id().unwrap_or(0),
+    };
+    let status = child.wait().await;
+    use std::os::unix::process::ExitStatusExt;
+    let exit = match status {
+        Ok(s) => ExitStatus {
+            code: s.code(),
+            signal: s.signal(),
+        },
+        Err(_) => ExitStatus {
+            code: None,
+            signal: None,
+        },
+    };
+    eprintln!("workroomd: program ended: {exit:?}");
+    *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit);
+}

@@ -1,0 +1,115 @@
+//! What the daemon knows of its room: identity, the supervised program and
+//! the lifecycle markers. Markers persist in the container's filesystem, so a
+//! container restart (new daemon process) still knows which once-only hooks
+//! ran; they are written atomically (temp file + rename).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use workroomd::proto::{DaemonStatus, ProgramStatus};
+
+pub struct State {
+    pub boot_id: String,
+    pub started_at_unix_ms: u64,
+    pub program: Mutex<ProgramStatus>,
+    markers: Mutex<BTreeMap<String, String>>,
+    markers_file: PathBuf,
+}
+
+impl State {
+    pub fn load(boot_id: String, state_dir: PathBuf) -> State {
+        let markers_file = state_dir.join("markers.json");
+        let markers = std::fs::read(&markers_file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        let started_at_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        State {
+            boot_id,
+            started_at_unix_ms,
+            program: Mutex::new(ProgramStatus::NotConfigured),
+            markers: Mutex::new(markers),
+            markers_file,
+        }
+    }
+
+    pub fn status(&self) -> DaemonStatus {
+        DaemonStatus {
+            version: workroomd::VERSION.to_string(),
+            protocol: workroomd::proto::PROTOCOL,
+            boot_id: self.boot_id.clone(),
+            started_at_unix_ms: self.started_at_unix_ms,
+            pid: std::process::id(),
+            program: self.program.lock().expect("program lock").clone(),
+        }
+    }
+
+    pub fn markers(&self) -> BTreeMap<String, String> {
+        self.markers.lock().expect("markers lock").clone()
+    }
+
+    /// Compare-and-set: applies when `expected` is `None` (unconditional) or
+    /// holds. Returns whether it applied and the value after.
+    pub fn set_marker(
+        &self,
+        key: &str,
+        value: Option<String>,
+        expected: Option<Option<String>>,
+    ) -> std::io::Result<(bool, Option<String>)> {
+        let mut markers = self.markers.lock().expect("markers lock");
+        let current = markers.get(key).cloned();
+        if let Some(expected) = expected {
+            if expected != current {
+                return Ok((false, current));
+            }
+        }
+        let mut next = markers.clone();
+        match &value {
+            Some(v) => next.insert(key.to_string(), v.clone()),
+            None => next.remove(key),
+        };
+        self.persist(&next)?;
+        *markers = next;
+        Ok((true, value))
+    }
+
+    fn persist(&self, markers: &BTreeMap<String, String>) -> std::io::Result<()> {
+        if let Some(dir) = self.markers_file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = self.markers_file.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(markers)?)?;
+        std::fs::rename(&tmp, &self.markers_file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_compare_and_set_applies_once_and_persists() {
+        let dir = std::env::temp_dir().join(format!("wr-state-{}", std::process::id()));
+        let state = State::load("b1".into(), dir.clone());
+        assert_eq!(
+            state.set_marker("k", Some("a".into()), Some(None)).unwrap(),
+            (true, Some("a".into()))
+        );
+        assert_eq!(
+            state.set_marker("k", Some("b".into()), Some(None)).unwrap(),
+            (false, Some("a".into()))
+        );
+        let reloaded = State::load("b2".into(), dir.clone());
+        assert_eq!(reloaded.markers().get("k").map(String::as_str), Some("a"));
+        assert_eq!(
+            reloaded
+                .set_marker("k", None, Some(Some("a".into())))
+                .unwrap(),
+            (true, None)
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
