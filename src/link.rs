@@ -6,8 +6,8 @@
 use crate::engine::{Engine, EngineError, ExecSpec};
 use std::io::Write;
 use workroomd::proto::{
-    DaemonStatus, Event, ExitStatus, Expected, Hello, Link, LinkError, Request, Response, Role,
-    RunRequest, StreamError, StreamHandle, PROTOCOL,
+    DaemonStatus, Event, ExitStatus, Expected, Hello, Link, LinkError, Request, Response, Role, RunRequest,
+    StreamError, StreamHandle, PROTOCOL,
 };
 use workroomd::room;
 
@@ -23,11 +23,7 @@ pub enum RoomLinkError {
     #[error("the daemon in {room}: {source}")]
     Link { room: String, source: LinkError },
     #[error("the daemon in {room} answered {answer:?} to {asked}")]
-    Unexpected {
-        room: String,
-        asked: &'static str,
-        answer: String,
-    },
+    Unexpected { room: String, asked: &'static str, answer: String },
     #[error("the daemon in {room}: {source}")]
     Stream { room: String, source: StreamError },
     #[error("the daemon in {room} refused: {message}")]
@@ -64,16 +60,10 @@ impl RoomLink {
         };
         let mut exec = engine.exec(room_id, &spec).await?;
         let mut stderr = exec.output.take_stderr();
-        let ours = Hello {
-            protocol: PROTOCOL,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            role: Role::Host,
-        };
+        let ours = Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").to_string(), role: Role::Host };
         match Link::handshake_with(exec.output, exec.input, ours).await {
             Ok((link, daemon)) => Ok(RoomLink { room, link, daemon }),
-            Err(e @ LinkError::ProtocolMismatch { .. }) => {
-                Err(RoomLinkError::Link { room, source: e })
-            }
+            Err(e @ LinkError::ProtocolMismatch { .. }) => Err(RoomLinkError::Link { room, source: e }),
             Err(e) => {
                 // The relay says why on stderr, or the engine could not run it.
                 let mut said = String::new();
@@ -82,15 +72,9 @@ impl RoomLink {
                 }
                 let code = engine.exec_exit_code(&exec.id).await.ok().flatten();
                 if said.contains("cannot reach the daemon") {
-                    Err(RoomLinkError::NotListening {
-                        room,
-                        detail: said.trim().to_string(),
-                    })
+                    Err(RoomLinkError::NotListening { room, detail: said.trim().to_string() })
                 } else if matches!(code, Some(126 | 127)) || said.contains("no such file") {
-                    Err(RoomLinkError::NoDaemon {
-                        room,
-                        path: room::DAEMON_PATH,
-                    })
+                    Err(RoomLinkError::NoDaemon { room, path: room::DAEMON_PATH })
                 } else {
                     Err(RoomLinkError::Link { room, source: e })
                 }
@@ -108,47 +92,25 @@ impl RoomLink {
     }
 
     fn stream_err(&self, source: StreamError) -> RoomLinkError {
-        RoomLinkError::Stream {
-            room: self.room.clone(),
-            source,
-        }
+        RoomLinkError::Stream { room: self.room.clone(), source }
     }
 
     fn unexpected(&self, asked: &'static str, answer: Response) -> RoomLinkError {
         match answer {
-            Response::Error { message } => RoomLinkError::Refused {
-                room: self.room.clone(),
-                message,
-            },
-            other => RoomLinkError::Unexpected {
-                room: self.room.clone(),
-                asked,
-                answer: format!("{other:?}"),
-            },
+            Response::Error { message } => RoomLinkError::Refused { room: self.room.clone(), message },
+            other => RoomLinkError::Unexpected { room: self.room.clone(), asked, answer: format!("{other:?}") },
         }
     }
 
     pub async fn status(&self) -> Result<DaemonStatus, RoomLinkError> {
-        match self
-            .link
-            .request(Request::Status)
-            .await
-            .map_err(|e| self.stream_err(e))?
-        {
+        match self.link.request(Request::Status).await.map_err(|e| self.stream_err(e))? {
             Response::Status(s) => Ok(s),
             other => Err(self.unexpected("status", other)),
         }
     }
 
-    pub async fn markers(
-        &self,
-    ) -> Result<std::collections::BTreeMap<String, String>, RoomLinkError> {
-        match self
-            .link
-            .request(Request::GetMarkers)
-            .await
-            .map_err(|e| self.stream_err(e))?
-        {
+    pub async fn markers(&self) -> Result<std::collections::BTreeMap<String, String>, RoomLinkError> {
+        match self.link.request(Request::GetMarkers).await.map_err(|e| self.stream_err(e))? {
             Response::Markers { markers } => Ok(markers),
             other => Err(self.unexpected("get markers", other)),
         }
@@ -162,17 +124,9 @@ impl RoomLink {
         value: Option<String>,
         expected: Option<String>,
     ) -> Result<(bool, Option<String>), RoomLinkError> {
-        let request = Request::SetMarker {
-            key: key.to_string(),
-            value,
-            expected: Some(Expected { current: expected }),
-        };
-        match self
-            .link
-            .request(request)
-            .await
-            .map_err(|e| self.stream_err(e))?
-        {
+        let request =
+            Request::SetMarker { key: key.to_string(), value, expected: Some(Expected { current: expected }) };
+        match self.link.request(request).await.map_err(|e| self.stream_err(e))? {
             Response::MarkerSet { applied, current } => Ok((applied, current)),
             other => Err(self.unexpected("set marker", other)),
         }
@@ -180,11 +134,7 @@ impl RoomLink {
 
     /// Starts a command; the handle carries its output and stdin.
     pub async fn run(&self, request: RunRequest) -> Result<StreamHandle, RoomLinkError> {
-        let handle = self
-            .link
-            .open(Request::Run(request))
-            .await
-            .map_err(|e| self.stream_err(e))?;
+        let handle = self.link.open(Request::Run(request)).await.map_err(|e| self.stream_err(e))?;
         match handle.recv_reply().await.map_err(|e| self.stream_err(e))? {
             Response::Started { .. } => Ok(handle),
             other => Err(self.unexpected("run", other)),
@@ -193,24 +143,12 @@ impl RoomLink {
 
     /// Runs a command without stdin, its output on our stderr, each line
     /// prefixed with `[label]`; returns its exit status.
-    pub async fn run_prefixed(
-        &self,
-        request: RunRequest,
-        label: &str,
-    ) -> Result<ExitStatus, RoomLinkError> {
-        let handle = self
-            .run(RunRequest {
-                stdin: false,
-                ..request
-            })
-            .await?;
+    pub async fn run_prefixed(&self, request: RunRequest, label: &str) -> Result<ExitStatus, RoomLinkError> {
+        let handle = self.run(RunRequest { stdin: false, ..request }).await?;
         let _ = handle.send_eof().await;
         let mut out = LinePrefixer::new(label);
         let mut err = LinePrefixer::new(label);
-        let mut exit = ExitStatus {
-            code: None,
-            signal: None,
-        };
+        let mut exit = ExitStatus { code: None, signal: None };
         while let Some(event) = handle.recv().await {
             match event {
                 Event::Data(bytes) => out.write(&bytes),
@@ -218,10 +156,7 @@ impl RoomLink {
                 Event::Exit(status) => exit = status,
                 Event::Eof => break,
                 Event::Reset(message) => {
-                    return Err(RoomLinkError::Refused {
-                        room: self.room.clone(),
-                        message,
-                    });
+                    return Err(RoomLinkError::Refused { room: self.room.clone(), message });
                 }
             }
         }
@@ -240,10 +175,7 @@ struct LinePrefixer {
 
 impl LinePrefixer {
     fn new(label: &str) -> Self {
-        LinePrefixer {
-            label: format!("[{label}] "),
-            partial: Vec::new(),
-        }
+        LinePrefixer { label: format!("[{label}] "), partial: Vec::new() }
     }
 
     fn write(&mut self, bytes: &[u8]) {

@@ -10,9 +10,7 @@ pub struct BrokenPipe;
 
 pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(map_err)
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(map_err)
 }
 
 pub fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {

@@ -35,33 +35,18 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
     let engine = Engine::connect().await?;
     let name = identity::room_name(&loaded.workspace.local_folder, &loaded.config_path);
     let Some(c) = engine.inspect_container(&name).await? else {
-        anyhow::bail!(
-            "no room for {}; `workroom up` makes one",
-            loaded.workspace.local_folder.display()
-        );
+        anyhow::bail!("no room for {}; `workroom up` makes one", loaded.workspace.local_folder.display());
     };
     if c.state.as_ref().and_then(|s| s.running) != Some(true) {
         anyhow::bail!("{name} is not running; `workroom up` starts it");
     }
-    let container_labels = c
-        .config
-        .as_ref()
-        .and_then(|c| c.labels.clone())
-        .unwrap_or_default();
-    let user = container_labels
-        .get(labels::REMOTE_USER)
-        .cloned()
-        .unwrap_or_else(|| "root".into());
+    let container_labels = c.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
+    let user = container_labels.get(labels::REMOTE_USER).cloned().unwrap_or_else(|| "root".into());
     let container_env = c
         .config
         .as_ref()
         .and_then(|c| c.env.as_ref())
-        .map(|e| {
-            e.iter()
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect()
-        })
+        .map(|e| e.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
         .unwrap_or_default();
     let ctx = HookContext::new(&loaded, &user, &container_env);
     let spec = ExecSpec {
@@ -101,9 +86,7 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         let engine = engine.clone();
         let exec_id = stream.id.clone();
         tokio::spawn(async move {
-            let Ok(mut winch) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-            else {
+            let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()) else {
                 return;
             };
             while winch.recv().await.is_some() {
@@ -146,23 +129,15 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
     }
     drop(stream.output);
     let err_head = stderr_task.await.unwrap_or_default();
-    let code = engine
-        .exec_exit_code(&stream.id)
-        .await?
-        .unwrap_or(EXIT_WORKROOM_FAILED as i64) as i32;
+    let code = engine.exec_exit_code(&stream.id).await?.unwrap_or(EXIT_WORKROOM_FAILED as i64) as i32;
     if (code == 126 || code == 127) && {
-        let text =
-            String::from_utf8_lossy(&head).into_owned() + &String::from_utf8_lossy(&err_head);
+        let text = String::from_utf8_lossy(&head).into_owned() + &String::from_utf8_lossy(&err_head);
         text.contains("OCI runtime exec failed")
     } {
         eprintln!(
             "workroom: the engine could not run `{}` in {id}: {}",
             spec.argv[0],
-            if code == 127 {
-                "not found in PATH"
-            } else {
-                "not executable"
-            }
+            if code == 127 { "not found in PATH" } else { "not executable" }
         );
     }
     Ok(code)
@@ -197,10 +172,6 @@ impl RawTerminal {
 
 impl Drop for RawTerminal {
     fn drop(&mut self) {
-        let _ = nix::sys::termios::tcsetattr(
-            std::io::stdin(),
-            nix::sys::termios::SetArg::TCSANOW,
-            &self.saved,
-        );
+        let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, &self.saved);
     }
 }

@@ -11,11 +11,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "workroom",
-    version,
-    about = "Long-lived development rooms from devcontainer.json"
-)]
+#[command(name = "workroom", version, about = "Long-lived development rooms from devcontainer.json")]
 pub struct Args {
     #[command(subcommand)]
     pub command: Cmd,
@@ -64,12 +60,7 @@ pub enum Cmd {
         /// Allocate a terminal (for interactive programs).
         #[arg(short = 't', long)]
         tty: bool,
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "CMD"
-        )]
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
     /// List rooms: name, state, image, age, workspace.
@@ -115,46 +106,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // One thread: a CLI waits on one thing at a time, and a multi-thread
     // runtime costs start-up time `up` on a running room cannot spare.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         match args.command {
             Cmd::Config { .. } => unreachable!("handled above"),
-            Cmd::Up {
-                workspace,
-                json,
-                recreate,
-                skip_post_attach,
-            } => {
-                let options = crate::room::up::UpOptions {
-                    recreate,
-                    post_attach: !skip_post_attach,
-                };
+            Cmd::Up { workspace, json, recreate, skip_post_attach } => {
+                let options = crate::room::up::UpOptions { recreate, post_attach: !skip_post_attach };
                 up_cmd::run(&workspace, &options, json).await
             }
-            Cmd::Exec {
-                workspace,
-                tty,
-                command,
-            } => exec_cmd::run(&workspace, tty, command).await,
+            Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,
             Cmd::List { json } => rooms::list(json).await,
-            Cmd::Stop {
-                name,
-                all,
-                workspace_folder,
-            } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
-            Cmd::Down {
-                name,
-                all,
-                volumes,
-                workspace_folder,
-            } => rooms::down(name.as_deref(), all, &workspace_folder, volumes).await,
-            Cmd::Logs {
-                name,
-                follow,
-                workspace_folder,
-            } => rooms::logs(name.as_deref(), &workspace_folder, follow).await,
+            Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
+            Cmd::Down { name, all, volumes, workspace_folder } => {
+                rooms::down(name.as_deref(), all, &workspace_folder, volumes).await
+            }
+            Cmd::Logs { name, follow, workspace_folder } => {
+                rooms::logs(name.as_deref(), &workspace_folder, follow).await
+            }
         }
     })
 }

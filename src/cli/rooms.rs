@@ -15,26 +15,16 @@ use std::time::Duration;
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 fn label<'a>(c: &'a ContainerSummary, key: &str) -> &'a str {
-    c.labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-        .unwrap_or("")
+    c.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str).unwrap_or("")
 }
 
 fn name(c: &ContainerSummary) -> String {
-    c.names
-        .as_ref()
-        .and_then(|n| n.first())
-        .map(|n| n.trim_start_matches('/').to_string())
-        .unwrap_or_default()
+    c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()).unwrap_or_default()
 }
 
 fn age(created: Option<i64>) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let secs = (now - created.unwrap_or(now)).max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -65,10 +55,7 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
         output::print_json(&json!(items))?;
         return Ok(0);
     }
-    let mut out = format!(
-        "{:<36} {:<9} {:<32} {:<6} {}\n",
-        "NAME", "STATE", "IMAGE", "AGE", "WORKSPACE"
-    );
+    let mut out = format!("{:<36} {:<9} {:<32} {:<6} {}\n", "NAME", "STATE", "IMAGE", "AGE", "WORKSPACE");
     for c in &rooms {
         out.push_str(&format!(
             "{:<36} {:<9} {:<32} {:<6} {}\n",
@@ -95,10 +82,7 @@ async fn targets(
         return Ok(rooms);
     }
     if let Some(n) = name_arg {
-        let found: Vec<_> = rooms
-            .into_iter()
-            .filter(|c| name(c) == n || c.id.as_deref() == Some(n))
-            .collect();
+        let found: Vec<_> = rooms.into_iter().filter(|c| name(c) == n || c.id.as_deref() == Some(n)).collect();
         if found.is_empty() {
             bail!("no room named {n} (`workroom list` shows the rooms; only containers made by workroom are touched)");
         }
@@ -112,44 +96,27 @@ async fn targets(
     Ok(found)
 }
 
-pub async fn stop(
-    name_arg: Option<&str>,
-    all: bool,
-    folder: &std::path::Path,
-) -> anyhow::Result<i32> {
+pub async fn stop(name_arg: Option<&str>, all: bool, folder: &std::path::Path) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
     for c in targets(&engine, name_arg, all, folder).await? {
         let n = name(&c);
-        engine
-            .stop(c.id.as_deref().unwrap_or(&n), STOP_GRACE)
-            .await?;
+        engine.stop(c.id.as_deref().unwrap_or(&n), STOP_GRACE).await?;
         eprintln!("stopped {n}");
     }
     Ok(0)
 }
 
-pub async fn down(
-    name_arg: Option<&str>,
-    all: bool,
-    folder: &std::path::Path,
-    volumes: bool,
-) -> anyhow::Result<i32> {
+pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, volumes: bool) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
     for c in targets(&engine, name_arg, all, folder).await? {
         let n = name(&c);
-        engine
-            .remove(c.id.as_deref().unwrap_or(&n), volumes)
-            .await?;
+        engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
         eprintln!("removed {n}");
     }
     Ok(0)
 }
 
-pub async fn logs(
-    name_arg: Option<&str>,
-    folder: &std::path::Path,
-    follow: bool,
-) -> anyhow::Result<i32> {
+pub async fn logs(name_arg: Option<&str>, folder: &std::path::Path, follow: bool) -> anyhow::Result<i32> {
     use futures_util::StreamExt;
     use std::io::Write;
     let engine = Engine::connect().await?;
@@ -161,9 +128,7 @@ pub async fn logs(
         tail: "all".into(),
         ..Default::default()
     };
-    let mut stream = engine
-        .docker()
-        .logs(c.id.as_deref().unwrap_or_default(), Some(options));
+    let mut stream = engine.docker().logs(c.id.as_deref().unwrap_or_default(), Some(options));
     while let Some(item) = stream.next().await {
         match item? {
             bollard::container::LogOutput::StdErr { message } => {

@@ -12,10 +12,7 @@ pub async fn run(ws: &WorkspaceArgs, options: &UpOptions, as_json: bool) -> anyh
     let result = async {
         let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
         for unknown in &loaded.model.unknown {
-            eprintln!(
-                "warning: {}: unknown property `{unknown}` (ignored)",
-                loaded.config_path.display()
-            );
+            eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
         }
         let engine = Engine::connect().await?;
         up::up(&engine, &loaded, options).await

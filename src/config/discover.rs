@@ -11,26 +11,20 @@ pub const CANDIDATES: [&str; 2] = [".devcontainer/devcontainer.json", ".devconta
 
 pub fn find_config(workspace: &Path, explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
     if let Some(file) = explicit {
-        let file = std::path::absolute(file).map_err(|source| ConfigError::Read {
-            path: file.to_path_buf(),
-            source,
-        })?;
+        let file =
+            std::path::absolute(file).map_err(|source| ConfigError::Read { path: file.to_path_buf(), source })?;
         return match std::fs::metadata(&file) {
             Ok(meta) if meta.is_file() => Ok(file),
-            Ok(_) => Err(ConfigError::Invalid {
-                path: file,
-                message: "--config must name a file, not a folder".into(),
-            }),
+            Ok(_) => {
+                Err(ConfigError::Invalid { path: file, message: "--config must name a file, not a folder".into() })
+            }
             Err(source) => Err(ConfigError::Read { path: file, source }),
         };
     }
     let tried: Vec<PathBuf> = CANDIDATES.iter().map(|c| workspace.join(c)).collect();
     match tried.iter().find(|p| p.is_file()) {
         Some(found) => Ok(found.clone()),
-        None => Err(ConfigError::NotFound {
-            workspace: workspace.to_path_buf(),
-            tried,
-        }),
+        None => Err(ConfigError::NotFound { workspace: workspace.to_path_buf(), tried }),
     }
 }
 
@@ -48,15 +42,9 @@ mod tests {
     fn the_devcontainer_folder_comes_before_the_dot_file() {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join(".devcontainer.json"));
-        assert_eq!(
-            find_config(dir.path(), None).unwrap(),
-            dir.path().join(".devcontainer.json")
-        );
+        assert_eq!(find_config(dir.path(), None).unwrap(), dir.path().join(".devcontainer.json"));
         write(&dir.path().join(".devcontainer/devcontainer.json"));
-        assert_eq!(
-            find_config(dir.path(), None).unwrap(),
-            dir.path().join(".devcontainer/devcontainer.json")
-        );
+        assert_eq!(find_config(dir.path(), None).unwrap(), dir.path().join(".devcontainer/devcontainer.json"));
     }
 
     #[test]
@@ -64,10 +52,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = find_config(dir.path(), None).unwrap_err().to_string();
         for candidate in CANDIDATES {
-            assert!(
-                err.contains(&dir.path().join(candidate).display().to_string()),
-                "{err}"
-            );
+            assert!(err.contains(&dir.path().join(candidate).display().to_string()), "{err}");
         }
         assert!(err.contains("--config"), "{err}");
     }
@@ -84,12 +69,7 @@ mod tests {
     fn a_missing_explicit_config_names_it() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("nope.json");
-        let err = find_config(dir.path(), Some(&file))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(&format!("{}: cannot read", file.display())),
-            "{err}"
-        );
+        let err = find_config(dir.path(), Some(&file)).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: cannot read", file.display())), "{err}");
     }
 }

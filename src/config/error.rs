@@ -11,39 +11,19 @@ pub enum ConfigError {
         workspace = .workspace.display(),
         tried = join_paths(.tried)
     )]
-    NotFound {
-        workspace: PathBuf,
-        tried: Vec<PathBuf>,
-    },
+    NotFound { workspace: PathBuf, tried: Vec<PathBuf> },
 
     #[error("{path}: cannot read the configuration: {source}", path = .path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
 
     #[error("{path}:{line}:{column}: {message}", path = .path.display())]
-    Syntax {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Syntax { path: PathBuf, line: usize, column: usize, message: String },
 
     #[error("{path}: `{property}` must be {expected}, found {found}", path = .path.display())]
-    Type {
-        path: PathBuf,
-        property: String,
-        expected: &'static str,
-        found: String,
-    },
+    Type { path: PathBuf, property: String, expected: &'static str, found: String },
 
     #[error("{path}: `{property}` is not supported yet: {hint}", path = .path.display())]
-    Unsupported {
-        path: PathBuf,
-        property: &'static str,
-        hint: &'static str,
-    },
+    Unsupported { path: PathBuf, property: &'static str, hint: &'static str },
 
     #[error(
         "{path}: no container source: set `image`, or `build.dockerfile` (a Dockerfile next to the config)",
@@ -56,11 +36,7 @@ pub enum ConfigError {
         path = .path.display(),
         missing = .missing.display()
     )]
-    MissingFile {
-        path: PathBuf,
-        property: &'static str,
-        missing: PathBuf,
-    },
+    MissingFile { path: PathBuf, property: &'static str, missing: PathBuf },
 
     #[error("{path}: {message}", path = .path.display())]
     Invalid { path: PathBuf, message: String },
@@ -70,9 +46,5 @@ pub enum ConfigError {
 }
 
 fn join_paths(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -46,14 +46,8 @@ fn base32_padded(bytes: &[u8]) -> String {
 /// The two labels the id is computed from, as the reference CLI sets them.
 pub fn id_labels(local_folder: &str, config_file: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (
-            "devcontainer.local_folder".to_string(),
-            local_folder.to_string(),
-        ),
-        (
-            "devcontainer.config_file".to_string(),
-            config_file.to_string(),
-        ),
+        ("devcontainer.local_folder".to_string(), local_folder.to_string()),
+        ("devcontainer.config_file".to_string(), config_file.to_string()),
     ])
 }
 

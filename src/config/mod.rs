@@ -20,8 +20,7 @@ pub use discover::{find_config, CANDIDATES};
 pub use error::ConfigError;
 pub use id::{devcontainer_id, id_labels};
 pub use model::{
-    AppPort, Build, Command, DevContainer, ForwardPort, Hook, Lifecycle, Mount, PortAttributes,
-    Source, UserEnvProbe,
+    AppPort, Build, Command, DevContainer, ForwardPort, Hook, Lifecycle, Mount, PortAttributes, Source, UserEnvProbe,
 };
 pub use parse::parse_document;
 pub use workspace::{git_root, Workspace};
@@ -36,15 +35,25 @@ pub struct LoadRequest {
     pub workspace_folder: PathBuf,
     pub config: Option<PathBuf>,
     pub env: HashMap<String, String>,
+    /// Substitute `${devcontainerId}` even with no container: what the
+    /// reference's `up` does. Its `read-configuration` (and `workroom
+    /// config`) only does when the container exists.
+    pub id_without_container: bool,
+    /// The existing container's environment: enables the `${devcontainerId}`
+    /// and `${containerEnv:...}` passes.
+    pub container_env: Option<HashMap<String, String>>,
 }
 
 impl LoadRequest {
-    /// A request reading the current process environment.
+    /// A request reading the current process environment, for making or
+    /// using a room (`${devcontainerId}` substituted).
     pub fn new(workspace_folder: impl Into<PathBuf>, config: Option<PathBuf>) -> Self {
         Self {
             workspace_folder: workspace_folder.into(),
             config,
             env: std::env::vars().collect(),
+            id_without_container: true,
+            container_env: None,
         }
     }
 }
@@ -61,18 +70,32 @@ pub struct Loaded {
     pub model: DevContainer,
 }
 
+impl Loaded {
+    /// The reference CLI's `read-configuration` output:
+    /// `{"configuration": {...}, "workspace": {...}}`, with `configFilePath`
+    /// a plain path rather than the reference's URI object.
+    pub fn reference_json(&self) -> Value {
+        let mut configuration = self.json.clone();
+        configuration.insert("configFilePath".into(), Value::String(self.config_path.display().to_string()));
+        let mut workspace = Map::new();
+        workspace.insert("workspaceFolder".into(), Value::String(self.workspace.folder.clone()));
+        // The reference prints the empty string it was given for "no mount".
+        workspace.insert("workspaceMount".into(), Value::String(self.workspace.mount.clone().unwrap_or_default()));
+        let mut out = Map::new();
+        out.insert("configuration".into(), Value::Object(configuration));
+        out.insert("workspace".into(), Value::Object(workspace));
+        Value::Object(out)
+    }
+}
+
 pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
     let local_folder = std::path::absolute(&request.workspace_folder)
         .ok()
         .filter(|p| p.is_dir())
-        .ok_or_else(|| ConfigError::NoWorkspace {
-            path: request.workspace_folder.clone(),
-        })?;
+        .ok_or_else(|| ConfigError::NoWorkspace { path: request.workspace_folder.clone() })?;
     let config_path = find_config(&local_folder, request.config.as_deref())?;
-    let text = std::fs::read_to_string(&config_path).map_err(|source| ConfigError::Read {
-        path: config_path.clone(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(&config_path)
+        .map_err(|source| ConfigError::Read { path: config_path.clone(), source })?;
     let raw = update_from_old_properties(parse_document(&config_path, &text)?);
 
     let raw_folder = raw.get("workspaceFolder").and_then(Value::as_str);
@@ -93,12 +116,15 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
         container_workspace_folder: Some(&ws.folder),
         ..Default::default()
     };
-    let substituted = substitute_map(&config_path, &ctx, &raw)?;
-    let id_ctx = substitute::Context {
-        devcontainer_id: Some(&devcontainer_id),
-        ..Default::default()
-    };
-    let json = substitute_map(&config_path, &id_ctx, &substituted)?;
+    let mut json = substitute_map(&config_path, &ctx, &raw)?;
+    if request.id_without_container || request.container_env.is_some() {
+        let id_ctx = substitute::Context { devcontainer_id: Some(&devcontainer_id), ..Default::default() };
+        json = substitute_map(&config_path, &id_ctx, &json)?;
+    }
+    if let Some(container_env) = &request.container_env {
+        let env_ctx = substitute::Context { container_env: Some(container_env), ..Default::default() };
+        json = substitute_map(&config_path, &env_ctx, &json)?;
+    }
 
     let model = model::read(&config_path, &json)?;
     if let Some(folder) = &model.workspace_folder {
@@ -107,22 +133,14 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
     if json.contains_key("workspaceMount") {
         ws.mount = model.workspace_mount.clone().filter(|m| !m.is_empty());
     }
-    if !ws.folder.starts_with('/') {
+    // An empty folder is echoed as the reference does; `up` refuses it.
+    if !ws.folder.is_empty() && !ws.folder.starts_with('/') {
         return Err(ConfigError::Invalid {
             path: config_path,
-            message: format!(
-                "`workspaceFolder` must be an absolute path in the container, found {:?}",
-                ws.folder
-            ),
+            message: format!("`workspaceFolder` must be an absolute path in the container, found {:?}", ws.folder),
         });
     }
-    Ok(Loaded {
-        config_path,
-        workspace: ws,
-        devcontainer_id,
-        json,
-        model,
-    })
+    Ok(Loaded { config_path, workspace: ws, devcontainer_id, json, model })
 }
 
 fn substitute_map(
@@ -147,31 +165,31 @@ fn path_str<'a>(config: &Path, path: &'a Path) -> Result<&'a str, ConfigError> {
     })
 }
 
+/// JavaScript truthiness, which the reference's legacy-property rule uses.
+fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Some(_) => true,
+    }
+}
+
 /// The reference's `updateFromOldProperties`: top-level `extensions`,
-/// `settings` and `devPort` move under `customizations.vscode`.
+/// `settings` and `devPort` move under `customizations.vscode` (`devPort`
+/// only when `vscode.devPort` is not set; otherwise it stays where it is).
 fn update_from_old_properties(mut raw: Map<String, Value>) -> Map<String, Value> {
-    let has = |k: &str| {
-        raw.get(k)
-            .is_some_and(|v| !v.is_null() && v != &Value::Bool(false))
-    };
-    if !(has("extensions") || has("settings") || raw.get("devPort").is_some_and(|v| !v.is_null())) {
+    let dev_port_set = raw.get("devPort").is_some_and(|v| !v.is_null());
+    if !(truthy(raw.get("extensions")) || truthy(raw.get("settings")) || dev_port_set) {
         return raw;
     }
-    let extensions = raw.shift_remove("extensions").filter(|v| !v.is_null());
-    let settings = raw.shift_remove("settings").filter(|v| !v.is_null());
-    let dev_port = raw.shift_remove("devPort").filter(|v| !v.is_null());
-    let customizations = raw
-        .entry("customizations")
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Value::Object(customizations) = customizations else {
-        return raw;
-    };
-    let vscode = customizations
-        .entry("vscode")
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Value::Object(vscode) = vscode else {
-        return raw;
-    };
+    let extensions = if truthy(raw.get("extensions")) { raw.shift_remove("extensions") } else { None };
+    let settings = if truthy(raw.get("settings")) { raw.shift_remove("settings") } else { None };
+    let dev_port = raw.get("devPort").cloned().filter(|v| !v.is_null());
+    let customizations = raw.entry("customizations").or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(customizations) = customizations else { return raw };
+    let vscode = customizations.entry("vscode").or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(vscode) = vscode else { return raw };
     if let Some(ext) = extensions {
         let mut all = match vscode.remove("extensions") {
             Some(Value::Array(a)) => a,
@@ -190,8 +208,10 @@ fn update_from_old_properties(mut raw: Map<String, Value>) -> Map<String, Value>
         }
         vscode.insert("settings".into(), Value::Object(merged));
     }
-    if let Some(port) = dev_port {
+    let move_dev_port = dev_port.is_some() && vscode.get("devPort").is_none_or(Value::is_null);
+    if let (true, Some(port)) = (move_dev_port, dev_port) {
         vscode.insert("devPort".into(), port);
+        raw.shift_remove("devPort");
     }
     raw
 }

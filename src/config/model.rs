@@ -125,14 +125,8 @@ pub enum Hook {
 }
 
 impl Hook {
-    pub const ALL: [Hook; 6] = [
-        Hook::Initialize,
-        Hook::OnCreate,
-        Hook::UpdateContent,
-        Hook::PostCreate,
-        Hook::PostStart,
-        Hook::PostAttach,
-    ];
+    pub const ALL: [Hook; 6] =
+        [Hook::Initialize, Hook::OnCreate, Hook::UpdateContent, Hook::PostCreate, Hook::PostStart, Hook::PostAttach];
 
     pub fn property(self) -> &'static str {
         match self {
@@ -153,10 +147,7 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     pub fn get(&self, hook: Hook) -> Option<&Command> {
-        self.commands
-            .iter()
-            .find(|(h, _)| *h == hook)
-            .map(|(_, c)| c)
+        self.commands.iter().find(|(h, _)| *h == hook).map(|(_, c)| c)
     }
 }
 
@@ -218,11 +209,7 @@ pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, Conf
     let lifecycle = Lifecycle {
         commands: Hook::ALL
             .iter()
-            .filter_map(|hook| {
-                r.command(json, hook.property())
-                    .transpose()
-                    .map(|c| c.map(|c| (*hook, c)))
-            })
+            .filter_map(|hook| r.command(json, hook.property()).transpose().map(|c| c.map(|c| (*hook, c))))
             .collect::<Result<_, _>>()?,
     };
     Ok(DevContainer {
@@ -238,11 +225,7 @@ pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, Conf
         update_remote_user_uid: r.bool(json, "updateRemoteUserUID")?,
         user_env_probe: r.user_env_probe(json)?,
         override_command: r.bool(json, "overrideCommand")?,
-        shutdown_action: r.one_of(
-            json,
-            "shutdownAction",
-            &["none", "stopContainer", "stopCompose"],
-        )?,
+        shutdown_action: r.one_of(json, "shutdownAction", &["none", "stopContainer", "stopCompose"])?,
         init: r.bool(json, "init")?,
         privileged: r.bool(json, "privileged")?,
         cap_add: r.strings(json, "capAdd")?,
@@ -254,11 +237,7 @@ pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, Conf
         lifecycle,
         wait_for: r.wait_for(json)?,
         customizations: r.object(json, "customizations")?.cloned(),
-        unknown: json
-            .keys()
-            .filter(|k| !KNOWN.contains(&k.as_str()))
-            .cloned()
-            .collect(),
+        unknown: json.keys().filter(|k| !KNOWN.contains(&k.as_str())).cloned().collect(),
     })
 }
 
@@ -279,26 +258,12 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn type_error(
-        &self,
-        property: impl Into<String>,
-        expected: &'static str,
-        found: &Value,
-    ) -> ConfigError {
-        ConfigError::Type {
-            path: self.path.to_path_buf(),
-            property: property.into(),
-            expected,
-            found: describe(found),
-        }
+    fn type_error(&self, property: impl Into<String>, expected: &'static str, found: &Value) -> ConfigError {
+        ConfigError::Type { path: self.path.to_path_buf(), property: property.into(), expected, found: describe(found) }
     }
 
     fn refuse_unsupported(&self, json: &Map<String, Value>) -> Result<(), ConfigError> {
-        let unsupported = |property, hint| ConfigError::Unsupported {
-            path: self.path.to_path_buf(),
-            property,
-            hint,
-        };
+        let unsupported = |property, hint| ConfigError::Unsupported { path: self.path.to_path_buf(), property, hint };
         match json.get("features") {
             // Many templates carry an empty `features: {}`; it asks for nothing.
             None | Some(Value::Null) => {}
@@ -324,9 +289,7 @@ impl Reader<'_> {
         let dir = self.path.parent().unwrap_or(Path::new("/"));
         let build = self.object(json, "build")?;
         let dockerfile = match build {
-            Some(b) => self
-                .string(b, "dockerfile")
-                .map_err(|e| self.nest(e, "build"))?,
+            Some(b) => self.string(b, "dockerfile").map_err(|e| self.nest(e, "build"))?,
             None => None,
         }
         .map(|f| ("build.dockerfile", f))
@@ -335,18 +298,12 @@ impl Reader<'_> {
         if let Some((property, file)) = dockerfile {
             let dockerfile = dir.join(&file);
             if !dockerfile.is_file() {
-                return Err(ConfigError::MissingFile {
-                    path: self.path.to_path_buf(),
-                    property,
-                    missing: dockerfile,
-                });
+                return Err(ConfigError::MissingFile { path: self.path.to_path_buf(), property, missing: dockerfile });
             }
             let (context_property, context) = match build {
-                Some(b) if b.contains_key("dockerfile") => (
-                    "build.context",
-                    self.string(b, "context")
-                        .map_err(|e| self.nest(e, "build"))?,
-                ),
+                Some(b) if b.contains_key("dockerfile") => {
+                    ("build.context", self.string(b, "context").map_err(|e| self.nest(e, "build"))?)
+                }
                 _ => ("context", self.string(json, "context")?),
             };
             let context = match context {
@@ -374,30 +331,17 @@ impl Reader<'_> {
         }
         match self.string(json, "image")? {
             Some(image) if !image.trim().is_empty() => Ok(Source::Image(image)),
-            Some(_) => Err(ConfigError::Invalid {
-                path: self.path.to_path_buf(),
-                message: "`image` is empty".into(),
-            }),
-            None => Err(ConfigError::NoSource {
-                path: self.path.to_path_buf(),
-            }),
+            Some(_) => Err(ConfigError::Invalid { path: self.path.to_path_buf(), message: "`image` is empty".into() }),
+            None => Err(ConfigError::NoSource { path: self.path.to_path_buf() }),
         }
     }
 
     /// Prefixes the property of a type error found inside an object.
     fn nest(&self, e: ConfigError, parent: &str) -> ConfigError {
         match e {
-            ConfigError::Type {
-                path,
-                property,
-                expected,
-                found,
-            } => ConfigError::Type {
-                path,
-                property: format!("{parent}.{property}"),
-                expected,
-                found,
-            },
+            ConfigError::Type { path, property, expected, found } => {
+                ConfigError::Type { path, property: format!("{parent}.{property}"), expected, found }
+            }
             other => other,
         }
     }
@@ -461,22 +405,14 @@ impl Reader<'_> {
         }
     }
 
-    fn string_or_strings(
-        &self,
-        json: &Map<String, Value>,
-        key: &str,
-    ) -> Result<Vec<String>, ConfigError> {
+    fn string_or_strings(&self, json: &Map<String, Value>, key: &str) -> Result<Vec<String>, ConfigError> {
         match json.get(key) {
             Some(Value::String(s)) => Ok(vec![s.clone()]),
             _ => self.strings(json, key),
         }
     }
 
-    fn string_map(
-        &self,
-        json: &Map<String, Value>,
-        key: &str,
-    ) -> Result<Vec<(String, String)>, ConfigError> {
+    fn string_map(&self, json: &Map<String, Value>, key: &str) -> Result<Vec<(String, String)>, ConfigError> {
         let Some(map) = self.object(json, key)? else {
             return Ok(Vec::new());
         };
@@ -488,10 +424,7 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn remote_env(
-        &self,
-        json: &Map<String, Value>,
-    ) -> Result<Vec<(String, Option<String>)>, ConfigError> {
+    fn remote_env(&self, json: &Map<String, Value>) -> Result<Vec<(String, Option<String>)>, ConfigError> {
         let Some(map) = self.object(json, "remoteEnv")? else {
             return Ok(Vec::new());
         };
@@ -515,19 +448,13 @@ impl Reader<'_> {
         let one = |property: String, v: &Value| match v {
             Value::String(s) => Ok(AppPort::Spec(s.clone())),
             Value::Number(_) => self.port(property, v).map(AppPort::Port),
-            other => Err(self.type_error(
-                property,
-                "a port number or a string such as \"127.0.0.1:8080:80\"",
-                other,
-            )),
+            other => Err(self.type_error(property, "a port number or a string such as \"127.0.0.1:8080:80\"", other)),
         };
         match json.get("appPort") {
             None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| one(format!("appPort[{i}]"), v))
-                .collect(),
+            Some(Value::Array(items)) => {
+                items.iter().enumerate().map(|(i, v)| one(format!("appPort[{i}]"), v)).collect()
+            }
             Some(v) => Ok(vec![one("appPort".into(), v)?]),
         }
     }
@@ -549,10 +476,7 @@ impl Reader<'_> {
                     Value::String(s) => {
                         let parsed = s.rsplit_once(':').and_then(|(host, port)| {
                             let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
-                            (!host.is_empty()).then(|| ForwardPort::HostPort {
-                                host: host.to_string(),
-                                port,
-                            })
+                            (!host.is_empty()).then(|| ForwardPort::HostPort { host: host.to_string(), port })
                         });
                         parsed.ok_or_else(|| self.type_error(property, EXPECTED, v))
                     }
@@ -562,10 +486,7 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn ports_attributes(
-        &self,
-        json: &Map<String, Value>,
-    ) -> Result<Vec<(String, PortAttributes)>, ConfigError> {
+    fn ports_attributes(&self, json: &Map<String, Value>) -> Result<Vec<(String, PortAttributes)>, ConfigError> {
         let Some(map) = self.object(json, "portsAttributes")? else {
             return Ok(Vec::new());
         };
@@ -587,24 +508,14 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn user_env_probe(
-        &self,
-        json: &Map<String, Value>,
-    ) -> Result<Option<UserEnvProbe>, ConfigError> {
-        const ALLOWED: &[&str] = &[
-            "none",
-            "loginShell",
-            "loginInteractiveShell",
-            "interactiveShell",
-        ];
-        Ok(self
-            .one_of(json, "userEnvProbe", ALLOWED)?
-            .map(|v| match v.as_str() {
-                "none" => UserEnvProbe::None,
-                "loginShell" => UserEnvProbe::LoginShell,
-                "loginInteractiveShell" => UserEnvProbe::LoginInteractiveShell,
-                _ => UserEnvProbe::InteractiveShell,
-            }))
+    fn user_env_probe(&self, json: &Map<String, Value>) -> Result<Option<UserEnvProbe>, ConfigError> {
+        const ALLOWED: &[&str] = &["none", "loginShell", "loginInteractiveShell", "interactiveShell"];
+        Ok(self.one_of(json, "userEnvProbe", ALLOWED)?.map(|v| match v.as_str() {
+            "none" => UserEnvProbe::None,
+            "loginShell" => UserEnvProbe::LoginShell,
+            "loginInteractiveShell" => UserEnvProbe::LoginInteractiveShell,
+            _ => UserEnvProbe::InteractiveShell,
+        }))
     }
 
     fn wait_for(&self, json: &Map<String, Value>) -> Result<Option<Hook>, ConfigError> {
@@ -616,9 +527,7 @@ impl Reader<'_> {
             "postStartCommand",
             "postAttachCommand",
         ];
-        Ok(self
-            .one_of(json, "waitFor", ALLOWED)?
-            .and_then(|v| Hook::ALL.into_iter().find(|h| h.property() == v)))
+        Ok(self.one_of(json, "waitFor", ALLOWED)?.and_then(|v| Hook::ALL.into_iter().find(|h| h.property() == v)))
     }
 
     fn mounts(&self, json: &Map<String, Value>) -> Result<Vec<Mount>, ConfigError> {
@@ -659,11 +568,7 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn command(
-        &self,
-        json: &Map<String, Value>,
-        key: &str,
-    ) -> Result<Option<Command>, ConfigError> {
+    fn command(&self, json: &Map<String, Value>, key: &str) -> Result<Option<Command>, ConfigError> {
         let simple = |property: String, v: &Value| -> Result<Command, ConfigError> {
             match v {
                 Value::String(s) => Ok(Command::Shell(s.clone())),
@@ -672,9 +577,7 @@ impl Reader<'_> {
                     .enumerate()
                     .map(|(i, item)| match item {
                         Value::String(s) => Ok(s.clone()),
-                        other => {
-                            Err(self.type_error(format!("{property}[{i}]"), "a string", other))
-                        }
+                        other => Err(self.type_error(format!("{property}[{i}]"), "a string", other)),
                     })
                     .collect::<Result<Vec<_>, _>>()
                     .map(Command::Exec),
@@ -688,22 +591,12 @@ impl Reader<'_> {
                 .map(|(name, v)| Ok((name.clone(), simple(format!("{key}.{name}"), v)?)))
                 .collect::<Result<Vec<_>, _>>()
                 .map(|named| Some(Command::Parallel(named))),
-            Some(Value::String(_) | Value::Array(_)) => {
-                simple(key.to_string(), &json[key]).map(Some)
-            }
-            Some(other) => Err(self.type_error(
-                key,
-                "a string, an array of strings or an object of commands",
-                other,
-            )),
+            Some(Value::String(_) | Value::Array(_)) => simple(key.to_string(), &json[key]).map(Some),
+            Some(other) => Err(self.type_error(key, "a string, an array of strings or an object of commands", other)),
         }
     }
 }
 
 fn quoted(items: &[&str]) -> String {
-    items
-        .iter()
-        .map(|s| format!("{s:?}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    items.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
 }

@@ -8,10 +8,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Parses the text of `path`; the top level must be an object.
-pub fn parse_document(
-    path: &Path,
-    text: &str,
-) -> Result<serde_json::Map<String, Value>, ConfigError> {
+pub fn parse_document(path: &Path, text: &str) -> Result<serde_json::Map<String, Value>, ConfigError> {
     // A BOM is legal at the start of the file and json5 would reject it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() {
@@ -20,7 +17,8 @@ pub fn parse_document(
             message: "the file is empty; expected an object such as {\"image\": \"debian\"}".into(),
         });
     }
-    let value: Value = json5::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+    let mut value: Value = json5::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+    as_javascript_reads_it(&mut value);
     match value {
         Value::Object(map) => Ok(map),
         other => Err(ConfigError::Type {
@@ -29,6 +27,34 @@ pub fn parse_document(
             expected: "an object",
             found: super::model::describe(&other),
         }),
+    }
+}
+
+/// The values the reference CLI (JavaScript) ends up with, so `config --json`
+/// prints the same: numbers are doubles (`1.0` is `1`, an integer past 2^53
+/// loses precision) and `__proto__` keys vanish (assigning one sets the
+/// object's prototype instead of a property).
+fn as_javascript_reads_it(value: &mut Value) {
+    /// 2^53: past it a double cannot hold every integer.
+    const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+    match value {
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            let integral = f.fract() == 0.0 && f.abs() < MAX_SAFE;
+            if integral && n.is_f64() {
+                *n = serde_json::Number::from(f as i64);
+            } else if !integral && !n.is_f64() {
+                if let Some(d) = serde_json::Number::from_f64(f) {
+                    *n = d;
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(as_javascript_reads_it),
+        Value::Object(map) => {
+            map.shift_remove("__proto__");
+            map.values_mut().for_each(as_javascript_reads_it);
+        }
+        _ => {}
     }
 }
 
@@ -42,34 +68,20 @@ fn syntax_error(path: &Path, text: &str, e: &json5::Error) -> ConfigError {
         Some(code) => {
             let what = code.to_string();
             if what.starts_with("EOF") {
-                format!(
-                    "the file ends too early ({})",
-                    what.replace("EOF", "end of file")
-                )
+                format!("the file ends too early ({})", what.replace("EOF", "end of file"))
             } else {
                 what
             }
         }
         None => strip_position(&e.to_string()),
     };
-    ConfigError::Syntax {
-        path: path.to_path_buf(),
-        line,
-        column,
-        message,
-    }
+    ConfigError::Syntax { path: path.to_path_buf(), line, column, message }
 }
 
 /// json5 appends " at line:column" to custom messages; we print our own.
 fn strip_position(message: &str) -> String {
     match message.rfind(" at ") {
-        Some(i)
-            if message[i + 4..]
-                .chars()
-                .all(|c| c.is_ascii_digit() || c == ':') =>
-        {
-            message[..i].to_string()
-        }
+        Some(i) if message[i + 4..].chars().all(|c| c.is_ascii_digit() || c == ':') => message[..i].to_string(),
         _ => message.to_string(),
     }
 }
@@ -91,7 +103,9 @@ mod tests {
 
     #[test]
     fn comments_and_trailing_commas_are_accepted() {
-        let map = parse("// top\n{\n  /* block */ \"image\": \"debian\", // line\n  \"runArgs\": [\"-e\", \"A=1\",],\n}\n").unwrap();
+        let map =
+            parse("// top\n{\n  /* block */ \"image\": \"debian\", // line\n  \"runArgs\": [\"-e\", \"A=1\",],\n}\n")
+                .unwrap();
         assert_eq!(map["image"], "debian");
         assert_eq!(map["runArgs"][1], "A=1");
     }
@@ -104,43 +118,27 @@ mod tests {
 
     #[test]
     fn a_missing_comma_names_file_line_and_column() {
-        let err = parse("{\n  \"image\": \"debian\"\n  \"remoteUser\": \"dev\"\n}")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("/w/.devcontainer/devcontainer.json:3:3: "),
-            "{err}"
-        );
+        let err = parse("{\n  \"image\": \"debian\"\n  \"remoteUser\": \"dev\"\n}").unwrap_err().to_string();
+        assert!(err.starts_with("/w/.devcontainer/devcontainer.json:3:3: "), "{err}");
         assert!(err.contains("expected"), "{err}");
     }
 
     #[test]
     fn an_unclosed_object_says_the_file_ends_too_early() {
-        let err = parse("{\n  \"image\": \"debian\",\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("/w/.devcontainer/devcontainer.json:"),
-            "{err}"
-        );
+        let err = parse("{\n  \"image\": \"debian\",\n").unwrap_err().to_string();
+        assert!(err.starts_with("/w/.devcontainer/devcontainer.json:"), "{err}");
         assert!(err.contains("ends too early"), "{err}");
     }
 
     #[test]
     fn a_top_level_array_is_a_type_error() {
         let err = parse("[1]").unwrap_err().to_string();
-        assert!(
-            err.contains("`(top level)` must be an object, found an array"),
-            "{err}"
-        );
+        assert!(err.contains("`(top level)` must be an object, found an array"), "{err}");
     }
 
     #[test]
     fn an_empty_file_is_refused_with_an_example() {
-        assert!(parse("  \n")
-            .unwrap_err()
-            .to_string()
-            .contains("the file is empty"));
+        assert!(parse("  \n").unwrap_err().to_string().contains("the file is empty"));
     }
 
     #[test]

@@ -39,11 +39,7 @@ pub fn substitute_value(ctx: &Context, value: &Value) -> Result<Value, (MissingN
     substitute_at(ctx, value, &mut String::new())
 }
 
-fn substitute_at(
-    ctx: &Context,
-    value: &Value,
-    path: &mut String,
-) -> Result<Value, (MissingName, String)> {
+fn substitute_at(ctx: &Context, value: &Value, path: &mut String) -> Result<Value, (MissingName, String)> {
     Ok(match value {
         Value::String(s) => Value::String(substitute_str(ctx, s).map_err(|e| (e, path.clone()))?),
         Value::Array(items) => {
@@ -81,15 +77,9 @@ pub fn substitute_str(ctx: &Context, input: &str) -> Result<String, MissingName>
     let resolved_folder;
     let ctx = match ctx.container_workspace_folder {
         Some(folder) if folder.contains("${") => {
-            let inner = Context {
-                container_workspace_folder: None,
-                ..ctx.clone()
-            };
+            let inner = Context { container_workspace_folder: None, ..ctx.clone() };
             resolved_folder = replace_all(&inner, folder)?;
-            Context {
-                container_workspace_folder: Some(&resolved_folder),
-                ..ctx.clone()
-            }
+            Context { container_workspace_folder: Some(&resolved_folder), ..ctx.clone() }
         }
         _ => ctx.clone(),
     };
@@ -135,30 +125,20 @@ fn resolve(ctx: &Context, whole: &str, inner: &str) -> Result<String, MissingNam
             Some(env) => lookup(env, &args, whole),
             None => keep(),
         },
-        "localWorkspaceFolder" => ctx
-            .local_workspace_folder
-            .map_or_else(keep, |f| Ok(f.to_string())),
-        "localWorkspaceFolderBasename" => ctx
-            .local_workspace_folder
-            .map_or_else(keep, |f| Ok(posix_basename(f).to_string())),
-        "containerWorkspaceFolder" => ctx
-            .container_workspace_folder
-            .map_or_else(keep, |f| Ok(f.to_string())),
-        "containerWorkspaceFolderBasename" => ctx
-            .container_workspace_folder
-            .map_or_else(keep, |f| Ok(posix_basename(f).to_string())),
-        "devcontainerId" => ctx
-            .devcontainer_id
-            .map_or_else(keep, |id| Ok(id.to_string())),
+        "localWorkspaceFolder" => ctx.local_workspace_folder.map_or_else(keep, |f| Ok(f.to_string())),
+        "localWorkspaceFolderBasename" => {
+            ctx.local_workspace_folder.map_or_else(keep, |f| Ok(posix_basename(f).to_string()))
+        }
+        "containerWorkspaceFolder" => ctx.container_workspace_folder.map_or_else(keep, |f| Ok(f.to_string())),
+        "containerWorkspaceFolderBasename" => {
+            ctx.container_workspace_folder.map_or_else(keep, |f| Ok(posix_basename(f).to_string()))
+        }
+        "devcontainerId" => ctx.devcontainer_id.map_or_else(keep, |id| Ok(id.to_string())),
         _ => keep(),
     }
 }
 
-fn lookup(
-    env: &HashMap<String, String>,
-    args: &[&str],
-    whole: &str,
-) -> Result<String, MissingName> {
+fn lookup(env: &HashMap<String, String>, args: &[&str], whole: &str) -> Result<String, MissingName> {
     let Some(name) = args.first() else {
         return Err(MissingName(whole.to_string()));
     };
@@ -182,10 +162,7 @@ mod tests {
     use serde_json::json;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn local<'a>(env: &'a HashMap<String, String>) -> Context<'a> {
@@ -200,99 +177,62 @@ mod tests {
     #[test]
     fn local_env_reads_the_host_environment_and_env_is_its_alias() {
         let e = env(&[("USER", "ann")]);
-        assert_eq!(
-            substitute_str(&local(&e), "${localEnv:USER}-${env:USER}").unwrap(),
-            "ann-ann"
-        );
+        assert_eq!(substitute_str(&local(&e), "${localEnv:USER}-${env:USER}").unwrap(), "ann-ann");
     }
 
     #[test]
     fn an_unset_variable_takes_its_default_or_becomes_empty() {
         let e = env(&[]);
-        assert_eq!(
-            substitute_str(&local(&e), "a${localEnv:NOPE:fallback}b").unwrap(),
-            "afallbackb"
-        );
-        assert_eq!(
-            substitute_str(&local(&e), "a${localEnv:NOPE}b").unwrap(),
-            "ab"
-        );
+        assert_eq!(substitute_str(&local(&e), "a${localEnv:NOPE:fallback}b").unwrap(), "afallbackb");
+        assert_eq!(substitute_str(&local(&e), "a${localEnv:NOPE}b").unwrap(), "ab");
     }
 
     #[test]
     fn a_set_but_empty_variable_wins_over_the_default() {
         let e = env(&[("EMPTY", "")]);
-        assert_eq!(
-            substitute_str(&local(&e), "${localEnv:EMPTY:dflt}").unwrap(),
-            ""
-        );
+        assert_eq!(substitute_str(&local(&e), "${localEnv:EMPTY:dflt}").unwrap(), "");
     }
 
     #[test]
     fn a_default_is_cut_at_its_first_colon_as_the_reference_does() {
         let e = env(&[]);
-        assert_eq!(
-            substitute_str(&local(&e), "${localEnv:NOPE:http://x}").unwrap(),
-            "http"
-        );
+        assert_eq!(substitute_str(&local(&e), "${localEnv:NOPE:http://x}").unwrap(), "http");
     }
 
     #[test]
     fn local_env_without_a_name_is_an_error() {
         let e = env(&[]);
-        assert_eq!(
-            substitute_str(&local(&e), "x ${localEnv} y").unwrap_err(),
-            MissingName("${localEnv}".into())
-        );
+        assert_eq!(substitute_str(&local(&e), "x ${localEnv} y").unwrap_err(), MissingName("${localEnv}".into()));
     }
 
     #[test]
     fn workspace_folders_and_their_basenames() {
         let e = env(&[]);
         let s = "${localWorkspaceFolder}|${localWorkspaceFolderBasename}|${containerWorkspaceFolder}|${containerWorkspaceFolderBasename}";
-        assert_eq!(
-            substitute_str(&local(&e), s).unwrap(),
-            "/home/ann/src/app|app|/workspaces/app|app"
-        );
+        assert_eq!(substitute_str(&local(&e), s).unwrap(), "/home/ann/src/app|app|/workspaces/app|app");
     }
 
     #[test]
     fn the_container_workspace_folder_may_use_variables_itself() {
         let e = env(&[]);
-        let ctx = Context {
-            container_workspace_folder: Some("/work/${localWorkspaceFolderBasename}"),
-            ..local(&e)
-        };
-        assert_eq!(
-            substitute_str(&ctx, "${containerWorkspaceFolder}").unwrap(),
-            "/work/app"
-        );
+        let ctx = Context { container_workspace_folder: Some("/work/${localWorkspaceFolderBasename}"), ..local(&e) };
+        assert_eq!(substitute_str(&ctx, "${containerWorkspaceFolder}").unwrap(), "/work/app");
     }
 
     #[test]
     fn unknown_variables_and_later_passes_stay_as_written() {
         let e = env(&[]);
         let s = "${unknown} ${devcontainerId} ${containerEnv:PATH} ${localEnv:NOPE:x}";
-        assert_eq!(
-            substitute_str(&local(&e), s).unwrap(),
-            "${unknown} ${devcontainerId} ${containerEnv:PATH} x"
-        );
+        assert_eq!(substitute_str(&local(&e), s).unwrap(), "${unknown} ${devcontainerId} ${containerEnv:PATH} x");
     }
 
     #[test]
     fn devcontainer_id_and_container_env_resolve_in_their_own_passes() {
         let cenv = env(&[("PATH", "/usr/bin")]);
-        let ctx = Context {
-            devcontainer_id: Some("abc"),
-            container_env: Some(&cenv),
-            ..Default::default()
-        };
+        let ctx = Context { devcontainer_id: Some("abc"), container_env: Some(&cenv), ..Default::default() };
         assert_eq!(
-            substitute_str(
-                &ctx,
-                "${devcontainerId} ${containerEnv:PATH} ${containerEnv:NOPE:d} ${localEnv:X}"
-            )
-            .unwrap(),
+            substitute_str(&ctx, "${devcontainerId} ${containerEnv:PATH} ${containerEnv:NOPE:d} ${localEnv:X}")
+                .unwrap(),
             "abc /usr/bin d ${localEnv:X}"
         );
     }
@@ -300,20 +240,14 @@ mod tests {
     #[test]
     fn the_result_is_not_substituted_again() {
         let e = env(&[("A", "${localEnv:B}"), ("B", "no")]);
-        assert_eq!(
-            substitute_str(&local(&e), "${localEnv:A}").unwrap(),
-            "${localEnv:B}"
-        );
+        assert_eq!(substitute_str(&local(&e), "${localEnv:A}").unwrap(), "${localEnv:B}");
     }
 
     #[test]
     fn the_shortest_match_wins_and_a_brace_on_another_line_does_not_close() {
         let e = env(&[("A", "1")]);
         assert_eq!(substitute_str(&local(&e), "${localEnv:A}}").unwrap(), "1}");
-        assert_eq!(
-            substitute_str(&local(&e), "${x\n} ${localEnv:A}").unwrap(),
-            "${x\n} 1"
-        );
+        assert_eq!(substitute_str(&local(&e), "${x\n} ${localEnv:A}").unwrap(), "${x\n} 1");
         assert_eq!(substitute_str(&local(&e), "tail ${").unwrap(), "tail ${");
     }
 

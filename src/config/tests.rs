@@ -11,11 +11,7 @@ impl Ws {
     fn new(config: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("app/.devcontainer")).unwrap();
-        fs::write(
-            dir.path().join("app/.devcontainer/devcontainer.json"),
-            config,
-        )
-        .unwrap();
+        fs::write(dir.path().join("app/.devcontainer/devcontainer.json"), config).unwrap();
         Ws { dir }
     }
     fn folder(&self) -> PathBuf {
@@ -23,20 +19,13 @@ impl Ws {
     }
     fn load(&self) -> Result<Loaded, ConfigError> {
         let env = HashMap::from([("WR_USER".to_string(), "ann".to_string())]);
-        load(&LoadRequest {
-            workspace_folder: self.folder(),
-            config: None,
-            env,
-        })
+        load(&LoadRequest { env, ..LoadRequest::new(self.folder(), None) })
     }
     fn err(&self) -> String {
         self.load().unwrap_err().to_string()
     }
     fn config_path(&self) -> String {
-        self.folder()
-            .join(".devcontainer/devcontainer.json")
-            .display()
-            .to_string()
+        self.folder().join(".devcontainer/devcontainer.json").display().to_string()
     }
 }
 
@@ -55,20 +44,14 @@ fn devcontainer_id_is_substituted_from_the_id_labels() {
     let ws = Ws::new(r#"{ "image": "debian", "containerEnv": { "ID": "${devcontainerId}" } }"#);
     let loaded = ws.load().unwrap();
     let expected = devcontainer_id(&id_labels(ws.folder().to_str().unwrap(), &ws.config_path()));
-    assert_eq!(
-        loaded.model.container_env,
-        vec![("ID".to_string(), expected.clone())]
-    );
+    assert_eq!(loaded.model.container_env, vec![("ID".to_string(), expected.clone())]);
     assert_eq!(expected.len(), 52);
 }
 
 #[test]
 fn container_env_stays_literal_until_a_container_exists() {
     let ws = Ws::new(r#"{ "image": "debian", "remoteEnv": { "P": "${containerEnv:PATH}:/x" } }"#);
-    assert_eq!(
-        ws.load().unwrap().model.remote_env,
-        vec![("P".into(), Some("${containerEnv:PATH}:/x".into()))]
-    );
+    assert_eq!(ws.load().unwrap().model.remote_env, vec![("P".into(), Some("${containerEnv:PATH}:/x".into()))]);
 }
 
 #[test]
@@ -84,10 +67,7 @@ fn workspace_folder_may_use_variables_and_other_properties_see_the_result() {
         loaded.workspace.mount.as_deref(),
         Some(format!("type=bind,source={},target=/src/app", ws.folder().display()).as_str())
     );
-    assert_eq!(
-        loaded.model.lifecycle.get(Hook::PostCreate),
-        Some(&Command::Shell("ls /src/app".into()))
-    );
+    assert_eq!(loaded.model.lifecycle.get(Hook::PostCreate), Some(&Command::Shell("ls /src/app".into())));
 }
 
 #[test]
@@ -99,12 +79,7 @@ fn an_empty_workspace_mount_means_no_mount() {
 #[test]
 fn a_relative_workspace_folder_is_refused() {
     let ws = Ws::new(r#"{ "image": "debian", "workspaceFolder": "src" }"#);
-    assert!(
-        ws.err()
-            .contains("`workspaceFolder` must be an absolute path"),
-        "{}",
-        ws.err()
-    );
+    assert!(ws.err().contains("`workspaceFolder` must be an absolute path"), "{}", ws.err());
 }
 
 #[test]
@@ -116,14 +91,8 @@ fn lifecycle_commands_in_all_three_forms() {
              "postCreateCommand": { "a": "echo a", "b": ["echo", "b"] } }"#,
     );
     let lifecycle = ws.load().unwrap().model.lifecycle;
-    assert_eq!(
-        lifecycle.get(Hook::OnCreate),
-        Some(&Command::Shell("echo one".into()))
-    );
-    assert_eq!(
-        lifecycle.get(Hook::UpdateContent),
-        Some(&Command::Exec(vec!["echo".into(), "two".into()]))
-    );
+    assert_eq!(lifecycle.get(Hook::OnCreate), Some(&Command::Shell("echo one".into())));
+    assert_eq!(lifecycle.get(Hook::UpdateContent), Some(&Command::Exec(vec!["echo".into(), "two".into()])));
     assert_eq!(
         lifecycle.get(Hook::PostCreate),
         Some(&Command::Parallel(vec![
@@ -151,103 +120,57 @@ fn forward_ports_take_numbers_and_host_port_strings() {
     let ws = Ws::new(r#"{ "image": "debian", "forwardPorts": [3000, "db:5432"] }"#);
     assert_eq!(
         ws.load().unwrap().model.forward_ports,
-        vec![
-            ForwardPort::Port(3000),
-            ForwardPort::HostPort {
-                host: "db".into(),
-                port: 5432
-            }
-        ]
+        vec![ForwardPort::Port(3000), ForwardPort::HostPort { host: "db".into(), port: 5432 }]
     );
 }
 
 #[test]
 fn a_non_string_env_value_names_the_variable() {
     let ws = Ws::new(r#"{ "image": "debian", "containerEnv": { "A": "x", "N": 5 } }"#);
-    assert_eq!(
-        ws.err(),
-        format!(
-            "{}: `containerEnv.N` must be a string, found the number 5",
-            ws.config_path()
-        )
-    );
+    assert_eq!(ws.err(), format!("{}: `containerEnv.N` must be a string, found the number 5", ws.config_path()));
 }
 
 #[test]
 fn a_wrong_type_inside_build_names_the_nested_property() {
     let ws = Ws::new(r#"{ "build": { "dockerfile": "Dockerfile", "args": { "V": true } } }"#);
-    fs::write(
-        ws.folder().join(".devcontainer/Dockerfile"),
-        "FROM scratch\n",
-    )
-    .unwrap();
-    assert!(
-        ws.err()
-            .ends_with("`build.args.V` must be a string, found the boolean true"),
-        "{}",
-        ws.err()
-    );
+    fs::write(ws.folder().join(".devcontainer/Dockerfile"), "FROM scratch\n").unwrap();
+    assert!(ws.err().ends_with("`build.args.V` must be a string, found the boolean true"), "{}", ws.err());
 }
 
 #[test]
 fn features_are_refused_as_not_supported_yet() {
-    let ws = Ws::new(
-        r#"{ "image": "debian", "features": { "ghcr.io/devcontainers/features/node:1": {} } }"#,
-    );
-    assert!(
-        ws.err().contains("`features` is not supported yet"),
-        "{}",
-        ws.err()
-    );
+    let ws = Ws::new(r#"{ "image": "debian", "features": { "ghcr.io/devcontainers/features/node:1": {} } }"#);
+    assert!(ws.err().contains("`features` is not supported yet"), "{}", ws.err());
 }
 
 #[test]
 fn empty_features_are_accepted() {
-    assert!(Ws::new(r#"{ "image": "debian", "features": {} }"#)
-        .load()
-        .is_ok());
+    assert!(Ws::new(r#"{ "image": "debian", "features": {} }"#).load().is_ok());
 }
 
 #[test]
 fn docker_compose_is_refused_as_not_supported_yet() {
     let ws = Ws::new(r#"{ "dockerComposeFile": "compose.yml", "service": "app" }"#);
-    assert!(
-        ws.err()
-            .contains("`dockerComposeFile` is not supported yet"),
-        "{}",
-        ws.err()
-    );
+    assert!(ws.err().contains("`dockerComposeFile` is not supported yet"), "{}", ws.err());
 }
 
 #[test]
 fn a_config_without_image_or_build_is_refused() {
     let ws = Ws::new(r#"{ "name": "x" }"#);
-    assert!(
-        ws.err()
-            .contains("no container source: set `image`, or `build.dockerfile`"),
-        "{}",
-        ws.err()
-    );
+    assert!(ws.err().contains("no container source: set `image`, or `build.dockerfile`"), "{}", ws.err());
 }
 
 #[test]
 fn a_missing_dockerfile_is_refused_naming_it() {
     let ws = Ws::new(r#"{ "build": { "dockerfile": "Nope.Dockerfile" } }"#);
     let missing = ws.folder().join(".devcontainer/Nope.Dockerfile");
-    assert!(ws.err().ends_with(&format!(
-        "`build.dockerfile` names {}, which does not exist",
-        missing.display()
-    )));
+    assert!(ws.err().ends_with(&format!("`build.dockerfile` names {}, which does not exist", missing.display())));
 }
 
 #[test]
 fn a_missing_build_context_is_refused_naming_it() {
     let ws = Ws::new(r#"{ "build": { "dockerfile": "Dockerfile", "context": "../nope" } }"#);
-    fs::write(
-        ws.folder().join(".devcontainer/Dockerfile"),
-        "FROM scratch\n",
-    )
-    .unwrap();
+    fs::write(ws.folder().join(".devcontainer/Dockerfile"), "FROM scratch\n").unwrap();
     assert!(ws.err().contains("`build.context` names"), "{}", ws.err());
 }
 
@@ -255,14 +178,8 @@ fn a_missing_build_context_is_refused_naming_it() {
 fn the_build_context_defaults_to_the_dockerfile_folder() {
     let ws = Ws::new(r#"{ "build": { "dockerfile": "docker/Dockerfile", "args": { "A": "1" } } }"#);
     fs::create_dir_all(ws.folder().join(".devcontainer/docker")).unwrap();
-    fs::write(
-        ws.folder().join(".devcontainer/docker/Dockerfile"),
-        "FROM scratch\n",
-    )
-    .unwrap();
-    let Source::Dockerfile(build) = ws.load().unwrap().model.source else {
-        panic!("expected a Dockerfile source")
-    };
+    fs::write(ws.folder().join(".devcontainer/docker/Dockerfile"), "FROM scratch\n").unwrap();
+    let Source::Dockerfile(build) = ws.load().unwrap().model.source else { panic!("expected a Dockerfile source") };
     assert_eq!(build.context, ws.folder().join(".devcontainer/docker"));
     assert_eq!(build.args, vec![("A".into(), "1".into())]);
 }
@@ -270,38 +187,22 @@ fn the_build_context_defaults_to_the_dockerfile_folder() {
 #[test]
 fn the_legacy_top_level_dockerfile_and_context_are_read() {
     let ws = Ws::new(r#"{ "dockerFile": "Dockerfile", "context": ".." }"#);
-    fs::write(
-        ws.folder().join(".devcontainer/Dockerfile"),
-        "FROM scratch\n",
-    )
-    .unwrap();
-    let Source::Dockerfile(build) = ws.load().unwrap().model.source else {
-        panic!("expected a Dockerfile source")
-    };
-    assert_eq!(
-        build.dockerfile,
-        ws.folder().join(".devcontainer/Dockerfile")
-    );
+    fs::write(ws.folder().join(".devcontainer/Dockerfile"), "FROM scratch\n").unwrap();
+    let Source::Dockerfile(build) = ws.load().unwrap().model.source else { panic!("expected a Dockerfile source") };
+    assert_eq!(build.dockerfile, ws.folder().join(".devcontainer/Dockerfile"));
     assert_eq!(build.context, ws.folder().join(".devcontainer/.."));
 }
 
 #[test]
 fn a_malformed_file_names_line_and_column() {
     let ws = Ws::new("{\n  \"image\": \"debian\"\n  \"remoteUser\": \"dev\"\n}\n");
-    assert!(
-        ws.err().starts_with(&format!("{}:3:3: ", ws.config_path())),
-        "{}",
-        ws.err()
-    );
+    assert!(ws.err().starts_with(&format!("{}:3:3: ", ws.config_path())), "{}", ws.err());
 }
 
 #[test]
 fn unknown_properties_are_reported_not_fatal() {
     let ws = Ws::new(r#"{ "image": "debian", "postCreateComand": "x" }"#);
-    assert_eq!(
-        ws.load().unwrap().model.unknown,
-        vec!["postCreateComand".to_string()]
-    );
+    assert_eq!(ws.load().unwrap().model.unknown, vec!["postCreateComand".to_string()]);
 }
 
 #[test]
@@ -316,31 +217,17 @@ fn legacy_vscode_properties_move_under_customizations() {
 #[test]
 fn an_enum_property_lists_what_it_accepts() {
     let ws = Ws::new(r#"{ "image": "debian", "waitFor": "later" }"#);
-    assert!(
-        ws.err()
-            .contains("`waitFor` must be one of \"initializeCommand\""),
-        "{}",
-        ws.err()
-    );
+    assert!(ws.err().contains("`waitFor` must be one of \"initializeCommand\""), "{}", ws.err());
 }
 
 #[test]
 fn a_mount_object_needs_type_and_target() {
     let ws = Ws::new(r#"{ "image": "debian", "mounts": [ { "source": "x" } ] }"#);
-    assert!(
-        ws.err().contains("`mounts[0]` needs \"type\""),
-        "{}",
-        ws.err()
-    );
+    assert!(ws.err().contains("`mounts[0]` needs \"type\""), "{}", ws.err());
 }
 
 #[test]
 fn a_missing_workspace_folder_is_its_own_error() {
-    let err = load(&LoadRequest::new("/nonexistent/wr", None))
-        .unwrap_err()
-        .to_string();
-    assert_eq!(
-        err,
-        "workspace folder /nonexistent/wr does not exist or is not a folder"
-    );
+    let err = load(&LoadRequest::new("/nonexistent/wr", None)).unwrap_err().to_string();
+    assert_eq!(err, "workspace folder /nonexistent/wr does not exist or is not a folder");
 }

@@ -25,20 +25,13 @@ pub struct Workspace {
 /// a file for worktrees and submodules). Looked up on disk rather than with
 /// `git rev-parse`, so the host needs no git and `up` spends no process on it.
 pub fn git_root(folder: &Path) -> Option<PathBuf> {
-    folder
-        .ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .map(Path::to_path_buf)
+    folder.ancestors().find(|dir| dir.join(".git").exists()).map(Path::to_path_buf)
 }
 
 /// The defaults the reference CLI computes before substitution: the folder
 /// from the config if set (non-empty), the mount from the config if the key is
 /// present at all (an empty string then means no mount).
-pub fn defaults(
-    local_folder: &Path,
-    config_folder: Option<&str>,
-    config_mount: Option<&str>,
-) -> Workspace {
+pub fn defaults(local_folder: &Path, config_folder: Option<&str>, config_mount: Option<&str>) -> Workspace {
     let mount_root = git_root(local_folder).unwrap_or_else(|| local_folder.to_path_buf());
     let folder = match config_folder {
         Some(f) if !f.is_empty() => f.to_string(),
@@ -52,12 +45,7 @@ pub fn defaults(
         Some(m) => Some(m.to_string()),
         None => Some(default_mount(&mount_root)),
     };
-    Workspace {
-        local_folder: local_folder.to_path_buf(),
-        mount_root,
-        folder,
-        mount: mount.filter(|m| !m.is_empty()),
-    }
+    Workspace { local_folder: local_folder.to_path_buf(), mount_root, folder, mount: mount.filter(|m| !m.is_empty()) }
 }
 
 /// `type=bind,source=<root>,target=/workspaces/<basename>`, quoting a side
@@ -67,11 +55,7 @@ fn default_mount(mount_root: &Path) -> String {
     let source = mount_root.display().to_string();
     let target = format!("/workspaces/{}", posix_basename(&source));
     let quote = |s: &str| if s.contains(',') { "\"" } else { "" };
-    format!(
-        "type=bind,{q1}source={source}{q1},{q2}target={target}{q2}",
-        q1 = quote(&source),
-        q2 = quote(&target)
-    )
+    format!("type=bind,{q1}source={source}{q1},{q2}target={target}{q2}", q1 = quote(&source), q2 = quote(&target))
 }
 
 #[cfg(test)]
@@ -86,10 +70,7 @@ mod tests {
         fs::create_dir(&app).unwrap();
         let ws = defaults(&app, None, None);
         assert_eq!(ws.folder, "/workspaces/app");
-        assert_eq!(
-            ws.mount.unwrap(),
-            format!("type=bind,source={},target=/workspaces/app", app.display())
-        );
+        assert_eq!(ws.mount.unwrap(), format!("type=bind,source={},target=/workspaces/app", app.display()));
     }
 
     #[test]
@@ -101,13 +82,7 @@ mod tests {
         let ws = defaults(&repo.join("services/api"), None, None);
         assert_eq!(ws.mount_root, repo);
         assert_eq!(ws.folder, "/workspaces/repo/services/api");
-        assert_eq!(
-            ws.mount.unwrap(),
-            format!(
-                "type=bind,source={},target=/workspaces/repo",
-                repo.display()
-            )
-        );
+        assert_eq!(ws.mount.unwrap(), format!("type=bind,source={},target=/workspaces/repo", repo.display()));
     }
 
     #[test]
@@ -121,16 +96,9 @@ mod tests {
     #[test]
     fn configured_folder_and_mount_win_and_an_empty_mount_means_none() {
         let dir = tempfile::tempdir().unwrap();
-        let ws = defaults(
-            dir.path(),
-            Some("/src"),
-            Some("type=volume,source=v,target=/src"),
-        );
+        let ws = defaults(dir.path(), Some("/src"), Some("type=volume,source=v,target=/src"));
         assert_eq!(ws.folder, "/src");
-        assert_eq!(
-            ws.mount.as_deref(),
-            Some("type=volume,source=v,target=/src")
-        );
+        assert_eq!(ws.mount.as_deref(), Some("type=volume,source=v,target=/src"));
         assert_eq!(defaults(dir.path(), Some("/src"), Some("")).mount, None);
     }
 
@@ -138,17 +106,11 @@ mod tests {
     fn an_empty_workspace_folder_counts_as_unset() {
         let dir = tempfile::tempdir().unwrap();
         let base = posix_basename(dir.path().to_str().unwrap()).to_string();
-        assert_eq!(
-            defaults(dir.path(), Some(""), None).folder,
-            format!("/workspaces/{base}")
-        );
+        assert_eq!(defaults(dir.path(), Some(""), None).folder, format!("/workspaces/{base}"));
     }
 
     #[test]
     fn a_comma_in_the_source_is_quoted() {
-        assert_eq!(
-            default_mount(Path::new("/home/a,b")),
-            "type=bind,\"source=/home/a,b\",\"target=/workspaces/a,b\""
-        );
+        assert_eq!(default_mount(Path::new("/home/a,b")), "type=bind,\"source=/home/a,b\",\"target=/workspaces/a,b\"");
     }
 }

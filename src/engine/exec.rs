@@ -52,11 +52,7 @@ impl ExecOutput {
 }
 
 impl AsyncRead for ExecOutput {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         loop {
             if !self.pending.is_empty() {
                 let n = self.pending.len().min(buf.remaining());
@@ -67,9 +63,7 @@ impl AsyncRead for ExecOutput {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(Ok(())),
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(std::io::Error::other(e))),
-                Poll::Ready(Some(Ok(
-                    LogOutput::StdOut { message } | LogOutput::Console { message },
-                ))) => {
+                Poll::Ready(Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message }))) => {
                     self.pending = message;
                 }
                 Poll::Ready(Some(Ok(LogOutput::StdErr { message }))) => {
@@ -105,19 +99,11 @@ impl Engine {
             .map_err(|e| self.map(format!("exec in {container}"), what.clone(), e))?;
         // A larger read buffer than bollard's 8 KiB default: the daemon link
         // carries bulk data and fewer, larger reads cost less.
-        let start = StartExecOptions {
-            detach: false,
-            tty: spec.tty,
-            output_capacity: Some(256 * 1024),
-        };
+        let start = StartExecOptions { detach: false, tty: spec.tty, output_capacity: Some(256 * 1024) };
         match self.docker.start_exec(&created.id, Some(start)).await {
             Ok(StartExecResults::Attached { output, input }) => Ok(ExecStream {
                 id: created.id,
-                output: ExecOutput {
-                    stream: output,
-                    pending: bytes::Bytes::new(),
-                    stderr: None,
-                },
+                output: ExecOutput { stream: output, pending: bytes::Bytes::new(), stderr: None },
                 input,
             }),
             Ok(StartExecResults::Detached) => unreachable!("started attached"),
@@ -127,39 +113,19 @@ impl Engine {
 
     /// The exit code of a finished exec (`None` while it still runs).
     pub async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        let inspect = self.docker.inspect_exec(exec_id).await.map_err(|e| {
-            self.map(
-                format!("inspect exec {exec_id}"),
-                format!("exec {exec_id}"),
-                e,
-            )
-        })?;
-        Ok(if inspect.running == Some(true) {
-            None
-        } else {
-            inspect.exit_code
-        })
+        let inspect = self
+            .docker
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| self.map(format!("inspect exec {exec_id}"), format!("exec {exec_id}"), e))?;
+        Ok(if inspect.running == Some(true) { None } else { inspect.exit_code })
     }
 
-    pub async fn resize_exec(
-        &self,
-        exec_id: &str,
-        rows: u16,
-        cols: u16,
-    ) -> Result<(), EngineError> {
-        let options = bollard::exec::ResizeExecOptions {
-            height: rows,
-            width: cols,
-        };
+    pub async fn resize_exec(&self, exec_id: &str, rows: u16, cols: u16) -> Result<(), EngineError> {
+        let options = bollard::exec::ResizeExecOptions { height: rows, width: cols };
         self.docker
             .resize_exec(exec_id, options)
             .await
-            .map_err(|e| {
-                self.map(
-                    format!("resize exec {exec_id}"),
-                    format!("exec {exec_id}"),
-                    e,
-                )
-            })
+            .map_err(|e| self.map(format!("resize exec {exec_id}"), format!("exec {exec_id}"), e))
     }
 }

@@ -13,9 +13,8 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>) -> String {
     if let Some(host) = env("DOCKER_HOST").filter(|h| !h.is_empty()) {
         return host;
     }
-    let config_dir = env("DOCKER_CONFIG")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".docker")));
+    let config_dir =
+        env("DOCKER_CONFIG").map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".docker")));
     let Some(config_dir) = config_dir else {
         return DEFAULT_HOST.into();
     };
@@ -35,15 +34,9 @@ fn current_context(config_dir: &Path) -> Option<String> {
 /// Contexts live in `contexts/meta/<sha256 of name>/meta.json`.
 fn context_host(config_dir: &Path, name: &str) -> Option<String> {
     let digest = hex::encode(Sha256::digest(name.as_bytes()));
-    let meta = config_dir
-        .join("contexts/meta")
-        .join(digest)
-        .join("meta.json");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(meta).ok()?).ok()?;
-    json.pointer("/Endpoints/docker/Host")?
-        .as_str()
-        .map(str::to_string)
+    let meta = config_dir.join("contexts/meta").join(digest).join("meta.json");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(meta).ok()?).ok()?;
+    json.pointer("/Endpoints/docker/Host")?.as_str().map(str::to_string)
 }
 
 #[cfg(test)]
@@ -58,19 +51,13 @@ mod tests {
 
     #[test]
     fn docker_host_wins() {
-        assert_eq!(
-            resolve(env_of(vec![("DOCKER_HOST", "tcp://h:2375".into())])),
-            "tcp://h:2375"
-        );
+        assert_eq!(resolve(env_of(vec![("DOCKER_HOST", "tcp://h:2375".into())])), "tcp://h:2375");
     }
 
     #[test]
     fn no_setting_means_the_local_socket() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(
-            resolve(env_of(vec![("HOME", dir.path().display().to_string())])),
-            DEFAULT_HOST
-        );
+        assert_eq!(resolve(env_of(vec![("HOME", dir.path().display().to_string())])), DEFAULT_HOST);
     }
 
     #[test]
@@ -80,28 +67,12 @@ mod tests {
         let digest = hex::encode(Sha256::digest(b"remote"));
         let meta = docker.join("contexts/meta").join(digest);
         std::fs::create_dir_all(&meta).unwrap();
-        std::fs::write(
-            docker.join("config.json"),
-            r#"{"currentContext": "remote"}"#,
-        )
-        .unwrap();
-        std::fs::write(
-            meta.join("meta.json"),
-            r#"{"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@box"}}}"#,
-        )
-        .unwrap();
+        std::fs::write(docker.join("config.json"), r#"{"currentContext": "remote"}"#).unwrap();
+        std::fs::write(meta.join("meta.json"), r#"{"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@box"}}}"#)
+            .unwrap();
         let home = dir.path().display().to_string();
-        assert_eq!(
-            resolve(env_of(vec![("HOME", home.clone())])),
-            "ssh://me@box"
-        );
+        assert_eq!(resolve(env_of(vec![("HOME", home.clone())])), "ssh://me@box");
         // DOCKER_CONTEXT overrides the config file.
-        assert_eq!(
-            resolve(env_of(vec![
-                ("HOME", home),
-                ("DOCKER_CONTEXT", "default".into())
-            ])),
-            DEFAULT_HOST
-        );
+        assert_eq!(resolve(env_of(vec![("HOME", home), ("DOCKER_CONTEXT", "default".into())])), DEFAULT_HOST);
     }
 }

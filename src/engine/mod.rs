@@ -10,12 +10,10 @@ pub mod host;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect,
-};
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect};
 use bollard::query_parameters::{
-    CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions,
-    StopContainerOptions, UploadToContainerOptions,
+    CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
+    UploadToContainerOptions,
 };
 use bollard::Docker;
 use std::collections::HashMap;
@@ -34,16 +32,9 @@ pub enum EngineError {
     #[error("{what} not found")]
     NotFound { what: String },
     #[error("{action}: the engine refused ({status}): {message}")]
-    Refused {
-        action: String,
-        status: u16,
-        message: String,
-    },
+    Refused { action: String, status: u16, message: String },
     #[error("{action}: {source}")]
-    Other {
-        action: String,
-        source: BollardError,
-    },
+    Other { action: String, source: BollardError },
 }
 
 impl EngineError {
@@ -65,16 +56,10 @@ impl Engine {
     /// refuse bollard's newer default).
     pub async fn connect() -> Result<Engine, EngineError> {
         let host = host::resolve(|k| std::env::var(k).ok());
-        let unreachable = |reason: String| EngineError::Unreachable {
-            host: host.clone(),
-            reason,
-        };
+        let unreachable = |reason: String| EngineError::Unreachable { host: host.clone(), reason };
         let docker = Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?;
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| unreachable(short_reason(&e)))?;
+        let docker = docker.negotiate_version().await.map_err(|e| unreachable(short_reason(&e)))?;
         Ok(Engine { docker, host })
     }
 
@@ -86,50 +71,29 @@ impl Engine {
         &self.docker
     }
 
-    fn map(
-        &self,
-        action: impl Into<String>,
-        what: impl Into<String>,
-        e: BollardError,
-    ) -> EngineError {
+    fn map(&self, action: impl Into<String>, what: impl Into<String>, e: BollardError) -> EngineError {
         match e {
-            BollardError::DockerResponseServerError {
-                status_code: 404, ..
-            } => EngineError::NotFound { what: what.into() },
-            BollardError::DockerResponseServerError {
-                status_code,
-                message,
-            } => EngineError::Refused {
-                action: action.into(),
-                status: status_code,
-                message,
-            },
+            BollardError::DockerResponseServerError { status_code: 404, .. } => {
+                EngineError::NotFound { what: what.into() }
+            }
+            BollardError::DockerResponseServerError { status_code, message } => {
+                EngineError::Refused { action: action.into(), status: status_code, message }
+            }
             e @ (BollardError::HyperResponseError { .. }
             | BollardError::IOError { .. }
-            | BollardError::RequestTimeoutError) => EngineError::Unreachable {
-                host: self.host.clone(),
-                reason: short_reason(&e),
-            },
-            source => EngineError::Other {
-                action: action.into(),
-                source,
-            },
+            | BollardError::RequestTimeoutError) => {
+                EngineError::Unreachable { host: self.host.clone(), reason: short_reason(&e) }
+            }
+            source => EngineError::Other { action: action.into(), source },
         }
     }
 
     /// The container, or `None` when the engine says it does not exist (and
     /// only then: any other failure is an error, not an absence).
-    pub async fn inspect_container(
-        &self,
-        name: &str,
-    ) -> Result<Option<ContainerInspectResponse>, EngineError> {
+    pub async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInspectResponse>, EngineError> {
         match self.docker.inspect_container(name, None).await {
             Ok(c) => Ok(Some(c)),
-            Err(e) => match self.map(
-                format!("inspect container {name}"),
-                format!("container {name}"),
-                e,
-            ) {
+            Err(e) => match self.map(format!("inspect container {name}"), format!("container {name}"), e) {
                 EngineError::NotFound { .. } => Ok(None),
                 other => Err(other),
             },
@@ -139,11 +103,7 @@ impl Engine {
     pub async fn inspect_image(&self, image: &str) -> Result<Option<ImageInspect>, EngineError> {
         match self.docker.inspect_image(image).await {
             Ok(i) => Ok(Some(i)),
-            Err(e) => match self.map(
-                format!("inspect image {image}"),
-                format!("image {image}"),
-                e,
-            ) {
+            Err(e) => match self.map(format!("inspect image {image}"), format!("image {image}"), e) {
                 EngineError::NotFound { .. } => Ok(None),
                 other => Err(other),
             },
@@ -151,45 +111,23 @@ impl Engine {
     }
 
     /// Creates a container; returns its id.
-    pub async fn create_container(
-        &self,
-        name: &str,
-        body: ContainerCreateBody,
-    ) -> Result<String, EngineError> {
-        let options = CreateContainerOptions {
-            name: Some(name.to_string()),
-            ..Default::default()
-        };
+    pub async fn create_container(&self, name: &str, body: ContainerCreateBody) -> Result<String, EngineError> {
+        let options = CreateContainerOptions { name: Some(name.to_string()), ..Default::default() };
         self.docker
             .create_container(Some(options), body)
             .await
             .map(|r| r.id)
-            .map_err(|e| {
-                self.map(
-                    format!("create container {name}"),
-                    format!("image for {name}"),
-                    e,
-                )
-            })
+            .map_err(|e| self.map(format!("create container {name}"), format!("image for {name}"), e))
     }
 
     /// Unpacks a tar archive into the container at `path` (what `docker cp` does);
     /// works on a created container that has never started.
     pub async fn upload(&self, id: &str, path: &str, tar: Vec<u8>) -> Result<(), EngineError> {
-        let options = UploadToContainerOptions {
-            path: path.to_string(),
-            ..Default::default()
-        };
+        let options = UploadToContainerOptions { path: path.to_string(), ..Default::default() };
         self.docker
             .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
             .await
-            .map_err(|e| {
-                self.map(
-                    format!("upload to {id}:{path}"),
-                    format!("container {id}"),
-                    e,
-                )
-            })
+            .map_err(|e| self.map(format!("upload to {id}:{path}"), format!("container {id}"), e))
     }
 
     pub async fn start(&self, id: &str) -> Result<(), EngineError> {
@@ -200,40 +138,26 @@ impl Engine {
     }
 
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
-        let options = StopContainerOptions {
-            t: Some(grace.as_secs() as i32),
-            ..Default::default()
-        };
+        let options = StopContainerOptions { t: Some(grace.as_secs() as i32), ..Default::default() };
         match self.docker.stop_container(id, Some(options)).await {
             // 304: already stopped.
-            Err(BollardError::DockerResponseServerError {
-                status_code: 304, ..
-            }) => Ok(()),
+            Err(BollardError::DockerResponseServerError { status_code: 304, .. }) => Ok(()),
             r => r.map_err(|e| self.map(format!("stop {id}"), format!("container {id}"), e)),
         }
     }
 
     pub async fn restart(&self, id: &str) -> Result<(), EngineError> {
         self.docker
-            .restart_container(
-                id,
-                None::<bollard::query_parameters::RestartContainerOptions>,
-            )
+            .restart_container(id, None::<bollard::query_parameters::RestartContainerOptions>)
             .await
             .map_err(|e| self.map(format!("restart {id}"), format!("container {id}"), e))
     }
 
     /// Removes a container (forcibly, with its anonymous volumes if asked).
     pub async fn remove(&self, id: &str, volumes: bool) -> Result<(), EngineError> {
-        let options = RemoveContainerOptions {
-            force: true,
-            v: volumes,
-            ..Default::default()
-        };
+        let options = RemoveContainerOptions { force: true, v: volumes, ..Default::default() };
         match self.docker.remove_container(id, Some(options)).await {
-            Err(BollardError::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(()),
+            Err(BollardError::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
             r => r.map_err(|e| self.map(format!("remove {id}"), format!("container {id}"), e)),
         }
     }
@@ -241,15 +165,8 @@ impl Engine {
     /// Containers (running or not) carrying every one of `labels` (`key` or `key=value`).
     pub async fn list(&self, labels: &[String]) -> Result<Vec<ContainerSummary>, EngineError> {
         let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        self.docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| self.map("list containers", "containers", e))
+        let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        self.docker.list_containers(Some(options)).await.map_err(|e| self.map("list containers", "containers", e))
     }
 }
 
@@ -258,11 +175,7 @@ impl Engine {
     pub async fn volume_exists(&self, name: &str) -> Result<bool, EngineError> {
         match self.docker.inspect_volume(name).await {
             Ok(_) => Ok(true),
-            Err(e) => match self.map(
-                format!("inspect volume {name}"),
-                format!("volume {name}"),
-                e,
-            ) {
+            Err(e) => match self.map(format!("inspect volume {name}"), format!("volume {name}"), e) {
                 EngineError::NotFound { .. } => Ok(false),
                 other => Err(other),
             },
@@ -270,17 +183,9 @@ impl Engine {
     }
 
     pub async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
-        match self
-            .docker
-            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
-            .await
-        {
-            Err(BollardError::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(()),
-            r => r.map_err(|e| {
-                self.map(format!("remove volume {name}"), format!("volume {name}"), e)
-            }),
+        match self.docker.remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>).await {
+            Err(BollardError::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+            r => r.map_err(|e| self.map(format!("remove volume {name}"), format!("volume {name}"), e)),
         }
     }
 }

@@ -13,8 +13,8 @@ use super::mounts::{self, MountSpec};
 use super::run_args::{self, RunArgs};
 use crate::config::{AppPort, Loaded};
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HostConfig, Mount, MountBindOptions, MountTmpfsOptions,
-    MountVolumeOptions, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, DeviceMapping, HostConfig, Mount, MountBindOptions, MountTmpfsOptions, MountVolumeOptions,
+    PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use std::collections::HashMap;
 use workroomd::room;
@@ -42,16 +42,9 @@ pub struct CreatePlan {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     #[error("{config}: {source}")]
-    RunArgs {
-        config: String,
-        source: run_args::RunArgsError,
-    },
+    RunArgs { config: String, source: run_args::RunArgsError },
     #[error("{config}: `{property}`: {source}")]
-    Mount {
-        config: String,
-        property: String,
-        source: mounts::MountError,
-    },
+    Mount { config: String, property: String, source: mounts::MountError },
 }
 
 /// The user hooks, panes and `exec` run as: `remoteUser`, else
@@ -66,18 +59,10 @@ pub fn remote_user(loaded: &Loaded, image: &ImageFacts) -> String {
         .unwrap_or_else(|| "root".into())
 }
 
-pub fn plan(
-    name: &str,
-    image: &str,
-    loaded: &Loaded,
-    facts: &ImageFacts,
-) -> Result<CreatePlan, PlanError> {
+pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
     let m = &loaded.model;
     let config = loaded.config_path.display().to_string();
-    let run = run_args::parse(&m.run_args).map_err(|source| PlanError::RunArgs {
-        config: config.clone(),
-        source,
-    })?;
+    let run = run_args::parse(&m.run_args).map_err(|source| PlanError::RunArgs { config: config.clone(), source })?;
     let remote_user = remote_user(loaded, facts);
 
     let mut specs: Vec<(String, MountSpec)> = Vec::new();
@@ -98,26 +83,15 @@ pub fn plan(
         })?;
         specs.push((property, spec));
     }
-    specs.extend(
-        run.mounts
-            .iter()
-            .map(|s| ("runArgs".to_string(), s.clone())),
-    );
-    let named_volumes = specs
-        .iter()
-        .filter(|(_, s)| s.kind == "volume")
-        .filter_map(|(_, s)| s.source.clone())
-        .collect();
+    specs.extend(run.mounts.iter().map(|s| ("runArgs".to_string(), s.clone())));
+    let named_volumes =
+        specs.iter().filter(|(_, s)| s.kind == "volume").filter_map(|(_, s)| s.source.clone()).collect();
 
     let mut entrypoint = vec![room::DAEMON_PATH.to_string(), "serve".to_string()];
     if m.override_command == Some(false) {
         let program: Vec<String> = facts.entrypoint.iter().chain(&facts.cmd).cloned().collect();
         if !program.is_empty() {
-            let user = run
-                .user
-                .clone()
-                .or_else(|| m.container_user.clone())
-                .or_else(|| facts.user.clone());
+            let user = run.user.clone().or_else(|| m.container_user.clone()).or_else(|| facts.user.clone());
             if let Some(user) = user.filter(|u| !u.is_empty()) {
                 entrypoint.extend(["--program-user".to_string(), user]);
             }
@@ -126,11 +100,7 @@ pub fn plan(
         }
     }
 
-    let mut env: Vec<String> = m
-        .container_env
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let mut env: Vec<String> = m.container_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     env.extend(run.env.iter().cloned());
 
     let labels: Labels = labels::for_room(loaded, &remote_user, &run.labels);
@@ -147,13 +117,7 @@ pub fn plan(
         privileged: Some(m.privileged.unwrap_or(false) || run.privileged),
         cap_add: non_empty(m.cap_add.iter().chain(&run.cap_add).cloned().collect()),
         cap_drop: non_empty(run.cap_drop.clone()),
-        security_opt: non_empty(
-            m.security_opt
-                .iter()
-                .chain(&run.security_opt)
-                .cloned()
-                .collect(),
-        ),
+        security_opt: non_empty(m.security_opt.iter().chain(&run.security_opt).cloned().collect()),
         port_bindings: (!bindings.is_empty()).then_some(bindings),
         network_mode: run.network.clone(),
         extra_hosts: non_empty(run.add_hosts.clone()),
@@ -183,13 +147,7 @@ pub fn plan(
         host_config: Some(host),
         ..Default::default()
     };
-    Ok(CreatePlan {
-        name: name.to_string(),
-        image: image.to_string(),
-        remote_user,
-        body,
-        named_volumes,
-    })
+    Ok(CreatePlan { name: name.to_string(), image: image.to_string(), remote_user, body, named_volumes })
 }
 
 fn non_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
@@ -198,10 +156,7 @@ fn non_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
 
 /// `appPort` numbers publish on loopback only, as the reference does; string
 /// specs and `runArgs -p` are the user's own `-p` syntax.
-fn ports(
-    app_ports: &[AppPort],
-    run: &RunArgs,
-) -> (Vec<String>, HashMap<String, Option<Vec<PortBinding>>>) {
+fn ports(app_ports: &[AppPort], run: &RunArgs) -> (Vec<String>, HashMap<String, Option<Vec<PortBinding>>>) {
     let mut exposed = Vec::new();
     let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
     let specs = app_ports
@@ -212,9 +167,7 @@ fn ports(
         })
         .chain(run.publish.iter().cloned());
     for spec in specs {
-        let (spec, proto) = spec
-            .split_once('/')
-            .map_or((spec.as_str(), "tcp"), |(s, p)| (s, p));
+        let (spec, proto) = spec.split_once('/').map_or((spec.as_str(), "tcp"), |(s, p)| (s, p));
         let parts: Vec<&str> = spec.split(':').collect();
         let (ip, host_port, container_port) = match parts.as_slice() {
             [c] => (None, None, *c),
@@ -224,15 +177,8 @@ fn ports(
         };
         let key = format!("{container_port}/{proto}");
         exposed.push(key.clone());
-        let binding = PortBinding {
-            host_ip: ip.map(str::to_string),
-            host_port: host_port.map(str::to_string),
-        };
-        bindings
-            .entry(key)
-            .or_insert_with(|| Some(Vec::new()))
-            .get_or_insert_with(Vec::new)
-            .push(binding);
+        let binding = PortBinding { host_ip: ip.map(str::to_string), host_port: host_port.map(str::to_string) };
+        bindings.entry(key).or_insert_with(|| Some(Vec::new())).get_or_insert_with(Vec::new).push(binding);
     }
     (exposed, bindings)
 }
@@ -241,16 +187,9 @@ fn ports(
 fn device(spec: &str) -> DeviceMapping {
     let mut parts = spec.splitn(3, ':');
     let host = parts.next().unwrap_or_default().to_string();
-    let container = parts
-        .next()
-        .map(str::to_string)
-        .unwrap_or_else(|| host.clone());
+    let container = parts.next().map(str::to_string).unwrap_or_else(|| host.clone());
     let perms = parts.next().unwrap_or("rwm").to_string();
-    DeviceMapping {
-        path_on_host: Some(host),
-        path_in_container: Some(container),
-        cgroup_permissions: Some(perms),
-    }
+    DeviceMapping { path_on_host: Some(host), path_in_container: Some(container), cgroup_permissions: Some(perms) }
 }
 
 fn to_engine_mount(s: &MountSpec) -> Mount {
@@ -260,20 +199,15 @@ fn to_engine_mount(s: &MountSpec) -> Mount {
         typ: word(&s.kind),
         read_only: s.read_only.then_some(true),
         consistency: s.consistency.clone(),
-        bind_options: s.bind_propagation.as_deref().map(|p| MountBindOptions {
-            propagation: word(p),
+        bind_options: s
+            .bind_propagation
+            .as_deref()
+            .map(|p| MountBindOptions { propagation: word(p), ..Default::default() }),
+        volume_options: s.volume_nocopy.then(|| MountVolumeOptions { no_copy: Some(true), ..Default::default() }),
+        tmpfs_options: (s.tmpfs_size.is_some() || s.tmpfs_mode.is_some()).then(|| MountTmpfsOptions {
+            size_bytes: s.tmpfs_size,
+            mode: s.tmpfs_mode,
             ..Default::default()
-        }),
-        volume_options: s.volume_nocopy.then(|| MountVolumeOptions {
-            no_copy: Some(true),
-            ..Default::default()
-        }),
-        tmpfs_options: (s.tmpfs_size.is_some() || s.tmpfs_mode.is_some()).then(|| {
-            MountTmpfsOptions {
-                size_bytes: s.tmpfs_size,
-                mode: s.tmpfs_mode,
-                ..Default::default()
-            }
         }),
         ..Default::default()
     }

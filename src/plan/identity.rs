@@ -27,15 +27,8 @@ pub fn room_name(local_folder: &Path, config_file: &Path) -> String {
     hasher.update(b"\0");
     hasher.update(config_file.as_os_str().as_encoded_bytes());
     let hash = hex::encode(hasher.finalize());
-    let base = local_folder
-        .file_name()
-        .map(|b| sanitize(&b.to_string_lossy()))
-        .unwrap_or_default();
-    let base = if base.is_empty() {
-        "room".to_string()
-    } else {
-        base
-    };
+    let base = local_folder.file_name().map(|b| sanitize(&b.to_string_lossy())).unwrap_or_default();
+    let base = if base.is_empty() { "room".to_string() } else { base };
     format!("{NAME_PREFIX}{base}-{}", &hash[..HASH_DIGITS])
 }
 
@@ -62,16 +55,10 @@ mod tests {
 
     #[test]
     fn the_name_is_stable_and_readable() {
-        let a = room_name(
-            Path::new("/home/ann/My App"),
-            Path::new("/home/ann/My App/.devcontainer/devcontainer.json"),
-        );
+        let a = room_name(Path::new("/home/ann/My App"), Path::new("/home/ann/My App/.devcontainer/devcontainer.json"));
         assert_eq!(
             a,
-            room_name(
-                Path::new("/home/ann/My App"),
-                Path::new("/home/ann/My App/.devcontainer/devcontainer.json")
-            )
+            room_name(Path::new("/home/ann/My App"), Path::new("/home/ann/My App/.devcontainer/devcontainer.json"))
         );
         assert!(a.starts_with("workroom-my-app-"), "{a}");
         assert_eq!(a.len(), "workroom-my-app-".len() + 8);
@@ -81,14 +68,8 @@ mod tests {
     fn another_folder_or_config_gives_another_room() {
         let cfg = Path::new("/w/.devcontainer/devcontainer.json");
         let other_cfg = Path::new("/w/.devcontainer/python/devcontainer.json");
-        assert_ne!(
-            room_name(Path::new("/w"), cfg),
-            room_name(Path::new("/w"), other_cfg)
-        );
-        assert_ne!(
-            room_name(Path::new("/a/w"), cfg),
-            room_name(Path::new("/b/w"), cfg)
-        );
+        assert_ne!(room_name(Path::new("/w"), cfg), room_name(Path::new("/w"), other_cfg));
+        assert_ne!(room_name(Path::new("/a/w"), cfg), room_name(Path::new("/b/w"), cfg));
     }
 
     #[test]

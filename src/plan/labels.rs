@@ -55,10 +55,7 @@ const METADATA_KEYS: &[&str] = &[
 
 pub fn for_room(loaded: &Loaded, remote_user: &str, extra: &[(String, String)]) -> Labels {
     let mut labels: Labels = extra.iter().cloned().collect();
-    labels.insert(
-        LOCAL_FOLDER.into(),
-        loaded.workspace.local_folder.display().to_string(),
-    );
+    labels.insert(LOCAL_FOLDER.into(), loaded.workspace.local_folder.display().to_string());
     labels.insert(CONFIG_FILE.into(), loaded.config_path.display().to_string());
     labels.insert(METADATA.into(), metadata(&loaded.json, remote_user));
     labels.insert(SCHEMA.into(), SCHEMA_VERSION.into());
@@ -72,10 +69,8 @@ pub fn for_room(loaded: &Loaded, remote_user: &str, extra: &[(String, String)]) 
 /// A one-entry array in the reference's metadata format, with the remote user
 /// we resolved (so its `exec` runs as the same user we do).
 fn metadata(json: &Map<String, Value>, remote_user: &str) -> String {
-    let mut entry: Map<String, Value> = METADATA_KEYS
-        .iter()
-        .filter_map(|k| json.get(*k).map(|v| (k.to_string(), v.clone())))
-        .collect();
+    let mut entry: Map<String, Value> =
+        METADATA_KEYS.iter().filter_map(|k| json.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
     entry.insert("remoteUser".into(), Value::String(remote_user.into()));
     Value::Array(vec![Value::Object(entry)]).to_string()
 }

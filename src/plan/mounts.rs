@@ -27,14 +27,8 @@ pub struct MountError {
 }
 
 pub fn parse(spec: &str) -> Result<MountSpec, MountError> {
-    let err = |problem: String| MountError {
-        spec: spec.to_string(),
-        problem,
-    };
-    let mut m = MountSpec {
-        kind: "volume".into(),
-        ..Default::default()
-    };
+    let err = |problem: String| MountError { spec: spec.to_string(), problem };
+    let mut m = MountSpec { kind: "volume".into(), ..Default::default() };
     let mut target = None;
     for field in split_fields(spec) {
         let (key, value) = match field.split_once('=') {
@@ -50,43 +44,29 @@ pub fn parse(spec: &str) -> Result<MountSpec, MountError> {
                 m.read_only = match value.as_deref() {
                     None | Some("1") | Some("true") => true,
                     Some("0") | Some("false") => false,
-                    Some(v) => {
-                        return Err(err(format!("`{key}` must be true or false, found {v:?}")))
-                    }
+                    Some(v) => return Err(err(format!("`{key}` must be true or false, found {v:?}"))),
                 }
             }
             "consistency" => m.consistency = Some(need(value)?),
             "bind-propagation" => m.bind_propagation = Some(need(value)?),
-            "volume-nocopy" => {
-                m.volume_nocopy = value.as_deref().is_none_or(|v| v == "true" || v == "1")
-            }
+            "volume-nocopy" => m.volume_nocopy = value.as_deref().is_none_or(|v| v == "true" || v == "1"),
             "tmpfs-size" => {
                 let v = need(value)?;
-                m.tmpfs_size = Some(
-                    parse_size(&v)
-                        .ok_or_else(|| err(format!("`tmpfs-size` {v:?} is not a size")))?,
-                )
+                m.tmpfs_size = Some(parse_size(&v).ok_or_else(|| err(format!("`tmpfs-size` {v:?} is not a size")))?)
             }
             "tmpfs-mode" => {
                 let v = need(value)?;
-                m.tmpfs_mode = Some(
-                    i64::from_str_radix(&v, 8)
-                        .map_err(|_| err(format!("`tmpfs-mode` {v:?} is not octal")))?,
-                )
+                m.tmpfs_mode =
+                    Some(i64::from_str_radix(&v, 8).map_err(|_| err(format!("`tmpfs-mode` {v:?} is not octal")))?)
             }
             "" => {}
             other => return Err(err(format!("unknown field `{other}`"))),
         }
     }
     if !matches!(m.kind.as_str(), "bind" | "volume" | "tmpfs") {
-        return Err(err(format!(
-            "type must be bind, volume or tmpfs, found {:?}",
-            m.kind
-        )));
+        return Err(err(format!("type must be bind, volume or tmpfs, found {:?}", m.kind)));
     }
-    m.target = target
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| err("no target".into()))?;
+    m.target = target.filter(|t| !t.is_empty()).ok_or_else(|| err("no target".into()))?;
     if m.kind == "bind" && m.source.is_none() {
         return Err(err("a bind mount needs a source".into()));
     }
@@ -97,17 +77,9 @@ pub fn parse(spec: &str) -> Result<MountSpec, MountError> {
 pub fn from_config(mount: &ConfigMount) -> Result<MountSpec, MountError> {
     match mount {
         ConfigMount::Spec(s) => parse(s),
-        ConfigMount::Object {
-            kind,
-            source,
-            target,
-            ..
-        } => Ok(MountSpec {
-            kind: kind.clone(),
-            source: source.clone(),
-            target: target.clone(),
-            ..Default::default()
-        }),
+        ConfigMount::Object { kind, source, target, .. } => {
+            Ok(MountSpec { kind: kind.clone(), source: source.clone(), target: target.clone(), ..Default::default() })
+        }
     }
 }
 
@@ -163,32 +135,15 @@ mod tests {
     #[test]
     fn the_type_defaults_to_volume() {
         let m = parse("source=cache,target=/cache").unwrap();
-        assert_eq!(
-            (m.kind.as_str(), m.source.as_deref()),
-            ("volume", Some("cache"))
-        );
+        assert_eq!((m.kind.as_str(), m.source.as_deref()), ("volume", Some("cache")));
     }
 
     #[test]
     fn unknown_fields_and_missing_targets_are_named() {
-        assert_eq!(
-            parse("type=bind,source=/a,target=/b,colour=red")
-                .unwrap_err()
-                .problem,
-            "unknown field `colour`"
-        );
-        assert_eq!(
-            parse("type=volume,source=v").unwrap_err().problem,
-            "no target"
-        );
-        assert!(parse("type=bind,target=/b")
-            .unwrap_err()
-            .problem
-            .contains("needs a source"));
-        assert!(parse("type=nfs,target=/b")
-            .unwrap_err()
-            .problem
-            .contains("bind, volume or tmpfs"));
+        assert_eq!(parse("type=bind,source=/a,target=/b,colour=red").unwrap_err().problem, "unknown field `colour`");
+        assert_eq!(parse("type=volume,source=v").unwrap_err().problem, "no target");
+        assert!(parse("type=bind,target=/b").unwrap_err().problem.contains("needs a source"));
+        assert!(parse("type=nfs,target=/b").unwrap_err().problem.contains("bind, volume or tmpfs"));
     }
 
     #[test]

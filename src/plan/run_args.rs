@@ -40,27 +40,14 @@ pub enum RunArgsError {
     #[error("runArgs: `{0}` needs a value")]
     MissingValue(String),
     #[error("runArgs: `{flag}` value {value:?} is invalid: {why}")]
-    Invalid {
-        flag: String,
-        value: String,
-        why: String,
-    },
+    Invalid { flag: String, value: String, why: String },
     #[error("runArgs: {0:?} is not a flag; each item must be a flag or a flag's value")]
     NotAFlag(String),
 }
 
 /// Flags that only shape the `docker run` invocation itself; meaningless for a
 /// room created through the API, so they are accepted and ignored.
-const IGNORED: &[&str] = &[
-    "-i",
-    "-t",
-    "-it",
-    "-ti",
-    "--interactive",
-    "--tty",
-    "-d",
-    "--detach",
-];
+const IGNORED: &[&str] = &["-i", "-t", "-it", "-ti", "--interactive", "--tty", "-d", "--detach"];
 
 pub fn parse(args: &[String]) -> Result<RunArgs, RunArgsError> {
     let mut out = RunArgs::default();
@@ -94,10 +81,7 @@ pub fn parse(args: &[String]) -> Result<RunArgs, RunArgsError> {
             if let Some(v) = &inline {
                 return Ok(v.clone());
             }
-            let v = args
-                .get(i)
-                .cloned()
-                .ok_or_else(|| RunArgsError::MissingValue(flag.clone()))?;
+            let v = args.get(i).cloned().ok_or_else(|| RunArgsError::MissingValue(flag.clone()))?;
             i += 1;
             Ok(v)
         };
@@ -115,8 +99,7 @@ pub fn parse(args: &[String]) -> Result<RunArgs, RunArgsError> {
             }
             "--mount" => {
                 let v = value()?;
-                out.mounts
-                    .push(mounts::parse(&v).map_err(|e| invalid(&v, &e.problem))?);
+                out.mounts.push(mounts::parse(&v).map_err(|e| invalid(&v, &e.problem))?);
             }
             "-v" | "--volume" => out.binds.push(value()?),
             "--cap-add" => out.cap_add.push(value()?),
@@ -128,15 +111,11 @@ pub fn parse(args: &[String]) -> Result<RunArgs, RunArgsError> {
             "--device" => out.devices.push(value()?),
             "--shm-size" => {
                 let v = value()?;
-                out.shm_size = Some(
-                    mounts::parse_size(&v).ok_or_else(|| invalid(&v, "not a size such as 1g"))?,
-                );
+                out.shm_size = Some(mounts::parse_size(&v).ok_or_else(|| invalid(&v, "not a size such as 1g"))?);
             }
             "-m" | "--memory" => {
                 let v = value()?;
-                out.memory = Some(
-                    mounts::parse_size(&v).ok_or_else(|| invalid(&v, "not a size such as 4g"))?,
-                );
+                out.memory = Some(mounts::parse_size(&v).ok_or_else(|| invalid(&v, "not a size such as 4g"))?);
             }
             "--cpus" => {
                 let v = value()?;
@@ -153,9 +132,7 @@ pub fn parse(args: &[String]) -> Result<RunArgs, RunArgsError> {
             "-p" | "--publish" => out.publish.push(value()?),
             "--sysctl" => {
                 let v = value()?;
-                let (k, val) = v
-                    .split_once('=')
-                    .ok_or_else(|| invalid(&v, "expected key=value"))?;
+                let (k, val) = v.split_once('=').ok_or_else(|| invalid(&v, "expected key=value"))?;
                 out.sysctls.push((k.to_string(), val.to_string()));
             }
             "--dns" => out.dns.push(value()?),
@@ -203,34 +180,22 @@ mod tests {
     #[test]
     fn an_unknown_flag_is_refused_by_name() {
         let err = parse(&args(&["--gpus", "all"])).unwrap_err().to_string();
-        assert!(
-            err.starts_with("runArgs: `--gpus` is not supported"),
-            "{err}"
-        );
+        assert!(err.starts_with("runArgs: `--gpus` is not supported"), "{err}");
     }
 
     #[test]
     fn a_flag_without_its_value_is_named() {
-        assert_eq!(
-            parse(&args(&["--cap-add"])).unwrap_err(),
-            RunArgsError::MissingValue("--cap-add".into())
-        );
+        assert_eq!(parse(&args(&["--cap-add"])).unwrap_err(), RunArgsError::MissingValue("--cap-add".into()));
     }
 
     #[test]
     fn a_bad_size_names_flag_and_value() {
         let err = parse(&args(&["--memory", "lots"])).unwrap_err().to_string();
-        assert!(
-            err.contains("`--memory` value \"lots\" is invalid"),
-            "{err}"
-        );
+        assert!(err.contains("`--memory` value \"lots\" is invalid"), "{err}");
     }
 
     #[test]
     fn a_stray_word_is_not_a_flag() {
-        assert_eq!(
-            parse(&args(&["debian"])).unwrap_err(),
-            RunArgsError::NotAFlag("debian".into())
-        );
+        assert_eq!(parse(&args(&["debian"])).unwrap_err(), RunArgsError::NotAFlag("debian".into()));
     }
 }

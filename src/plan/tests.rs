@@ -8,42 +8,24 @@ use std::collections::HashMap;
 fn loaded(config: &str) -> (tempfile::TempDir, Loaded) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(".devcontainer.json"), config).unwrap();
-    let l = load(&LoadRequest {
-        workspace_folder: dir.path().into(),
-        config: None,
-        env: HashMap::new(),
-    })
-    .unwrap();
+    let l = load(&LoadRequest { env: HashMap::new(), ..LoadRequest::new(dir.path(), None) }).unwrap();
     (dir, l)
 }
 
 fn image_user(user: &str) -> ImageFacts {
-    ImageFacts {
-        user: Some(user.into()),
-        ..Default::default()
-    }
+    ImageFacts { user: Some(user.into()), ..Default::default() }
 }
 
 #[test]
 fn the_daemon_is_the_main_process_as_root_under_init_restarting_unless_stopped() {
     let (_d, l) = loaded(r#"{"image": "img", "containerUser": "dev"}"#);
     let p = plan("room", "img", &l, &ImageFacts::default()).unwrap();
-    assert_eq!(
-        p.body.entrypoint.as_deref(),
-        Some(&["/.workroom/bin/workroomd".to_string(), "serve".into()][..])
-    );
-    assert_eq!(
-        p.body.cmd.as_deref(),
-        Some(&[][..]),
-        "the image's CMD must not reach the daemon"
-    );
+    assert_eq!(p.body.entrypoint.as_deref(), Some(&["/.workroom/bin/workroomd".to_string(), "serve".into()][..]));
+    assert_eq!(p.body.cmd.as_deref(), Some(&[][..]), "the image's CMD must not reach the daemon");
     assert_eq!(p.body.user.as_deref(), Some("0"));
     let host = p.body.host_config.unwrap();
     assert_eq!(host.init, Some(true));
-    assert_eq!(
-        host.restart_policy.unwrap().name,
-        Some(bollard::models::RestartPolicyNameEnum::UNLESS_STOPPED)
-    );
+    assert_eq!(host.restart_policy.unwrap().name, Some(bollard::models::RestartPolicyNameEnum::UNLESS_STOPPED));
     assert_eq!(host.privileged, Some(false));
 }
 
@@ -61,42 +43,19 @@ fn the_remote_user_falls_back_from_remote_to_container_to_image_to_root() {
 #[test]
 fn override_command_false_hands_the_image_program_to_the_daemon_as_the_container_user() {
     let (_d, l) = loaded(r#"{"image": "i", "overrideCommand": false}"#);
-    let facts = ImageFacts {
-        user: Some("dev".into()),
-        entrypoint: vec!["/init".into()],
-        cmd: vec!["run".into()],
-    };
+    let facts = ImageFacts { user: Some("dev".into()), entrypoint: vec!["/init".into()], cmd: vec!["run".into()] };
     let p = plan("room", "i", &l, &facts).unwrap();
     assert_eq!(
         p.body.entrypoint.unwrap(),
-        [
-            "/.workroom/bin/workroomd",
-            "serve",
-            "--program-user",
-            "dev",
-            "--",
-            "/init",
-            "run"
-        ]
+        ["/.workroom/bin/workroomd", "serve", "--program-user", "dev", "--", "/init", "run"]
     );
 }
 
 #[test]
 fn the_image_program_does_not_run_by_default() {
     let (_d, l) = loaded(r#"{"image": "i"}"#);
-    let facts = ImageFacts {
-        entrypoint: vec!["/init".into()],
-        ..Default::default()
-    };
-    assert_eq!(
-        plan("room", "i", &l, &facts)
-            .unwrap()
-            .body
-            .entrypoint
-            .unwrap()
-            .len(),
-        2
-    );
+    let facts = ImageFacts { entrypoint: vec!["/init".into()], ..Default::default() };
+    assert_eq!(plan("room", "i", &l, &facts).unwrap().body.entrypoint.unwrap().len(), 2);
 }
 
 #[test]
@@ -107,10 +66,7 @@ fn the_workspace_and_config_mounts_become_engine_mounts_and_named_volumes_are_li
     let p = plan("room", "i", &l, &ImageFacts::default()).unwrap();
     let mounts = p.body.host_config.unwrap().mounts.unwrap();
     assert_eq!(mounts.len(), 3);
-    assert_eq!(
-        mounts[0].source.as_deref(),
-        Some(d.path().to_str().unwrap())
-    );
+    assert_eq!(mounts[0].source.as_deref(), Some(d.path().to_str().unwrap()));
     assert_eq!(mounts[0].typ, Some(bollard::models::MountType::BIND));
     assert_eq!(mounts[1].typ, Some(bollard::models::MountType::VOLUME));
     assert_eq!(p.named_volumes, ["cache"]);
@@ -133,42 +89,25 @@ fn container_env_cap_add_and_security_opt_reach_the_request() {
 #[test]
 fn app_port_numbers_publish_on_loopback_only() {
     let (_d, l) = loaded(r#"{"image": "i", "appPort": [3000, "8080:80"]}"#);
-    let host = plan("room", "i", &l, &ImageFacts::default())
-        .unwrap()
-        .body
-        .host_config
-        .unwrap();
+    let host = plan("room", "i", &l, &ImageFacts::default()).unwrap().body.host_config.unwrap();
     let b = host.port_bindings.unwrap();
     let p3000 = b["3000/tcp"].as_ref().unwrap();
     assert_eq!(p3000[0].host_ip.as_deref(), Some("127.0.0.1"));
-    assert_eq!(
-        b["80/tcp"].as_ref().unwrap()[0].host_port.as_deref(),
-        Some("8080")
-    );
+    assert_eq!(b["80/tcp"].as_ref().unwrap()[0].host_port.as_deref(), Some("8080"));
 }
 
 #[test]
 fn an_unsupported_run_arg_is_refused_naming_the_config_and_flag() {
     let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--gpus", "all"]}"#);
-    let err = plan("room", "i", &l, &ImageFacts::default())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains(".devcontainer.json: runArgs: `--gpus` is not supported"),
-        "{err}"
-    );
+    let err = plan("room", "i", &l, &ImageFacts::default()).unwrap_err().to_string();
+    assert!(err.contains(".devcontainer.json: runArgs: `--gpus` is not supported"), "{err}");
 }
 
 #[test]
 fn a_bad_mount_names_its_property() {
     let (_d, l) = loaded(r#"{"image": "i", "mounts": ["type=bind,target=/x"]}"#);
-    let err = plan("room", "i", &l, &ImageFacts::default())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("`mounts[0]`: mount \"type=bind,target=/x\": a bind mount needs a source"),
-        "{err}"
-    );
+    let err = plan("room", "i", &l, &ImageFacts::default()).unwrap_err().to_string();
+    assert!(err.contains("`mounts[0]`: mount \"type=bind,target=/x\": a bind mount needs a source"), "{err}");
 }
 
 #[test]
@@ -177,10 +116,7 @@ fn labels_let_the_reference_cli_find_the_room() {
     let p = plan("room", "i", &l, &ImageFacts::default()).unwrap();
     let labels = p.body.labels.unwrap();
     assert_eq!(labels[labels::LOCAL_FOLDER], d.path().to_str().unwrap());
-    assert_eq!(
-        labels[labels::CONFIG_FILE],
-        d.path().join(".devcontainer.json").to_str().unwrap()
-    );
+    assert_eq!(labels[labels::CONFIG_FILE], d.path().join(".devcontainer.json").to_str().unwrap());
     let meta: serde_json::Value = serde_json::from_str(&labels[labels::METADATA]).unwrap();
     assert_eq!(meta[0]["remoteUser"], "dev");
     assert_eq!(meta[0]["postCreateCommand"], "make");

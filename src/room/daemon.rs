@@ -19,10 +19,7 @@ pub fn binary() -> Result<Cow<'static, [u8]>, DaemonBinaryError> {
     match std::env::var_os(OVERRIDE_ENV) {
         Some(path) => std::fs::read(&path)
             .map(Cow::Owned)
-            .map_err(|source| DaemonBinaryError {
-                path: path.to_string_lossy().into_owned(),
-                source,
-            }),
+            .map_err(|source| DaemonBinaryError { path: path.to_string_lossy().into_owned(), source }),
         None => Ok(Cow::Borrowed(crate::EMBEDDED_DAEMON)),
     }
 }
@@ -76,11 +73,7 @@ mod tests {
             .unwrap()
             .map(|e| {
                 let e = e.unwrap();
-                (
-                    e.path().unwrap().display().to_string(),
-                    e.header().mode().unwrap(),
-                    e.header().size().unwrap(),
-                )
+                (e.path().unwrap().display().to_string(), e.header().mode().unwrap(), e.header().size().unwrap())
             })
             .collect();
         assert_eq!(

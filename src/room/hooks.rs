@@ -40,35 +40,18 @@ impl<'a> HookContext<'a> {
     /// `remoteEnv` with `${containerEnv:...}` resolved against the room's
     /// environment; a `null` value is left out.
     pub fn new(loaded: &'a Loaded, user: &str, container_env: &HashMap<String, String>) -> Self {
-        let ctx = substitute::Context {
-            container_env: Some(container_env),
-            ..Default::default()
-        };
+        let ctx = substitute::Context { container_env: Some(container_env), ..Default::default() };
         let env = loaded
             .model
             .remote_env
             .iter()
-            .filter_map(|(k, v)| {
-                Some((
-                    k.clone(),
-                    substitute::substitute_str(&ctx, v.as_ref()?).unwrap_or_default(),
-                ))
-            })
+            .filter_map(|(k, v)| Some((k.clone(), substitute::substitute_str(&ctx, v.as_ref()?).unwrap_or_default())))
             .collect();
-        HookContext {
-            loaded,
-            user: user.to_string(),
-            env,
-            cwd: loaded.workspace.folder.clone(),
-        }
+        HookContext { loaded, user: user.to_string(), env, cwd: loaded.workspace.folder.clone() }
     }
 }
 
-pub async fn run_due(
-    link: &RoomLink,
-    ctx: &HookContext<'_>,
-    post_attach: bool,
-) -> anyhow::Result<()> {
+pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) -> anyhow::Result<()> {
     let lifecycle = &ctx.loaded.model.lifecycle;
     let status = link.status().await?;
     if once(link, CREATE_MARKER, None, DONE, || async {
@@ -104,13 +87,7 @@ pub async fn run_due(
 /// Runs `work` unless the marker already says `done`, claiming the marker
 /// first (from `expected`) so that only one caller runs it. Returns whether
 /// the work is done (by us or another).
-async fn once<F, Fut>(
-    link: &RoomLink,
-    key: &str,
-    expected: Option<String>,
-    done: &str,
-    work: F,
-) -> anyhow::Result<bool>
+async fn once<F, Fut>(link: &RoomLink, key: &str, expected: Option<String>, done: &str, work: F) -> anyhow::Result<bool>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
@@ -120,9 +97,7 @@ where
     let mut expected = expected;
     let mut pause = Duration::from_millis(50);
     loop {
-        let (applied, current) = link
-            .set_marker(key, Some(claim.clone()), expected.clone())
-            .await?;
+        let (applied, current) = link.set_marker(key, Some(claim.clone()), expected.clone()).await?;
         if applied {
             break;
         }
@@ -138,8 +113,7 @@ where
     }
     match work().await {
         Ok(()) => {
-            link.set_marker(key, Some(done.to_string()), Some(claim))
-                .await?;
+            link.set_marker(key, Some(done.to_string()), Some(claim)).await?;
             Ok(true)
         }
         Err(e) => {
@@ -151,10 +125,7 @@ where
 }
 
 fn nonce() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 fn argv(cmd: &Command) -> Vec<String> {
@@ -167,17 +138,9 @@ fn argv(cmd: &Command) -> Vec<String> {
 
 /// Runs a hook in the room, its output on ours with the hook's name; a
 /// parallel object runs its commands at once and waits for all.
-pub async fn run_in_room(
-    link: &RoomLink,
-    ctx: &HookContext<'_>,
-    hook: Hook,
-    cmd: &Command,
-) -> anyhow::Result<()> {
+pub async fn run_in_room(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, cmd: &Command) -> anyhow::Result<()> {
     let jobs: Vec<(String, Vec<String>)> = match cmd {
-        Command::Parallel(named) => named
-            .iter()
-            .map(|(n, c)| (format!("{}:{n}", hook.property()), argv(c)))
-            .collect(),
+        Command::Parallel(named) => named.iter().map(|(n, c)| (format!("{}:{n}", hook.property()), argv(c))).collect(),
         simple => vec![(hook.property().to_string(), argv(simple))],
     };
     let runs = jobs.iter().map(|(label, argv)| async move {
@@ -194,26 +157,17 @@ pub async fn run_in_room(
         match status.code {
             Some(0) => Ok(()),
             Some(code) => bail!("{label} failed with exit code {code}"),
-            None => bail!(
-                "{label} was killed by signal {}",
-                status.signal.unwrap_or(0)
-            ),
+            None => bail!("{label} was killed by signal {}", status.signal.unwrap_or(0)),
         }
     });
     let results = futures_util::future::join_all(runs).await;
-    results
-        .into_iter()
-        .collect::<anyhow::Result<Vec<()>>>()
-        .map(|_| ())
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>().map(|_| ())
 }
 
 /// `initializeCommand`, on the host, in the workspace folder.
 pub async fn run_on_host(cmd: &Command, folder: &Path) -> anyhow::Result<()> {
     let jobs: Vec<(String, Vec<String>)> = match cmd {
-        Command::Parallel(named) => named
-            .iter()
-            .map(|(n, c)| (format!("initializeCommand:{n}"), argv(c)))
-            .collect(),
+        Command::Parallel(named) => named.iter().map(|(n, c)| (format!("initializeCommand:{n}"), argv(c))).collect(),
         simple => vec![("initializeCommand".to_string(), argv(simple))],
     };
     for (label, argv) in jobs {

@@ -13,11 +13,7 @@ use std::io::Write;
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error("image {image} is not present and could not be pulled: {reason}. Build or load it (docker build / docker load), or check the name in {config}")]
-    Missing {
-        image: String,
-        reason: String,
-        config: String,
-    },
+    Missing { image: String, reason: String, config: String },
     #[error("building {dockerfile} failed: {reason}")]
     Build { dockerfile: String, reason: String },
     #[error(transparent)]
@@ -26,36 +22,26 @@ pub enum ImageError {
 
 /// Ensures the image exists; returns its reference and what the plan needs.
 /// `tag` names a Dockerfile build (`workroom-build/<room>`).
-pub async fn ensure(
-    engine: &Engine,
-    loaded: &Loaded,
-    tag: &str,
-) -> Result<(String, ImageFacts), ImageError> {
+pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(String, ImageFacts), ImageError> {
     match &loaded.model.source {
         Source::Image(image) => {
             if let Some(found) = engine.inspect_image(image).await? {
                 return Ok((image.clone(), facts(&found)));
             }
             pull(engine, image, &loaded.config_path.display().to_string()).await?;
-            let found = engine
-                .inspect_image(image)
-                .await?
-                .ok_or_else(|| ImageError::Missing {
-                    image: image.clone(),
-                    reason: "the pull finished but the image is not there".into(),
-                    config: loaded.config_path.display().to_string(),
-                })?;
+            let found = engine.inspect_image(image).await?.ok_or_else(|| ImageError::Missing {
+                image: image.clone(),
+                reason: "the pull finished but the image is not there".into(),
+                config: loaded.config_path.display().to_string(),
+            })?;
             Ok((image.clone(), facts(&found)))
         }
         Source::Dockerfile(build) => {
             build_image(engine, build, tag).await?;
-            let found = engine
-                .inspect_image(tag)
-                .await?
-                .ok_or_else(|| ImageError::Build {
-                    dockerfile: build.dockerfile.display().to_string(),
-                    reason: "the build finished but left no image".into(),
-                })?;
+            let found = engine.inspect_image(tag).await?.ok_or_else(|| ImageError::Build {
+                dockerfile: build.dockerfile.display().to_string(),
+                reason: "the build finished but left no image".into(),
+            })?;
             Ok((tag.to_string(), facts(&found)))
         }
     }
@@ -64,40 +50,25 @@ pub async fn ensure(
 pub fn facts(image: &ImageInspect) -> ImageFacts {
     let config = image.config.as_ref();
     ImageFacts {
-        user: config
-            .and_then(|c| c.user.clone())
-            .filter(|u| !u.is_empty()),
-        entrypoint: config
-            .and_then(|c| c.entrypoint.clone())
-            .unwrap_or_default(),
+        user: config.and_then(|c| c.user.clone()).filter(|u| !u.is_empty()),
+        entrypoint: config.and_then(|c| c.entrypoint.clone()).unwrap_or_default(),
         cmd: config.and_then(|c| c.cmd.clone()).unwrap_or_default(),
     }
 }
 
 async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageError> {
     eprintln!("pulling {image}");
-    let options = CreateImageOptions {
-        from_image: Some(image.to_string()),
-        ..Default::default()
-    };
+    let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
     let mut stream = engine.docker().create_image(Some(options), None, None);
     while let Some(item) = stream.next().await {
         match item {
             Ok(info) => {
                 if let Some(e) = info.error_detail.and_then(|d| d.message) {
-                    return Err(ImageError::Missing {
-                        image: image.into(),
-                        reason: e,
-                        config: config.into(),
-                    });
+                    return Err(ImageError::Missing { image: image.into(), reason: e, config: config.into() });
                 }
             }
             Err(e) => {
-                return Err(ImageError::Missing {
-                    image: image.into(),
-                    reason: root_cause(&e),
-                    config: config.into(),
-                })
+                return Err(ImageError::Missing { image: image.into(), reason: root_cause(&e), config: config.into() })
             }
         }
     }
@@ -105,36 +76,21 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
 }
 
 async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), ImageError> {
-    let fail = |reason: String| ImageError::Build {
-        dockerfile: build.dockerfile.display().to_string(),
-        reason,
-    };
-    let (context, dockerfile) =
-        context_tar(build).map_err(|e| fail(format!("packing the build context: {e}")))?;
+    let fail = |reason: String| ImageError::Build { dockerfile: build.dockerfile.display().to_string(), reason };
+    let (context, dockerfile) = context_tar(build).map_err(|e| fail(format!("packing the build context: {e}")))?;
     let options = BuildImageOptions {
         dockerfile,
         t: Some(tag.to_string()),
         rm: true,
         forcerm: true,
-        buildargs: (!build.args.is_empty())
-            .then(|| build.args.iter().cloned().collect::<HashMap<_, _>>()),
+        buildargs: (!build.args.is_empty()).then(|| build.args.iter().cloned().collect::<HashMap<_, _>>()),
         target: build.target.clone().unwrap_or_default(),
         cachefrom: (!build.cache_from.is_empty()).then(|| build.cache_from.clone()),
-        labels: Some(HashMap::from([(
-            "workroom.build".to_string(),
-            "1".to_string(),
-        )])),
+        labels: Some(HashMap::from([("workroom.build".to_string(), "1".to_string())])),
         ..Default::default()
     };
-    eprintln!(
-        "building {} (context {})",
-        build.dockerfile.display(),
-        build.context.display()
-    );
-    let mut stream =
-        engine
-            .docker()
-            .build_image(options, None, Some(bollard::body_full(context.into())));
+    eprintln!("building {} (context {})", build.dockerfile.display(), build.context.display());
+    let mut stream = engine.docker().build_image(options, None, Some(bollard::body_full(context.into())));
     let mut err = std::io::stderr();
     while let Some(item) = stream.next().await {
         let info = item.map_err(|e| fail(root_cause(&e)))?;

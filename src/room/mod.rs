@@ -17,14 +17,6 @@ pub async fn all_rooms(engine: &Engine) -> Result<Vec<ContainerSummary>, EngineE
 }
 
 /// The room of a workspace folder (by the reference CLI's label), if any.
-pub async fn find_by_folder(
-    engine: &Engine,
-    folder: &std::path::Path,
-) -> Result<Vec<ContainerSummary>, EngineError> {
-    engine
-        .list(&[
-            labels::SCHEMA.to_string(),
-            format!("{}={}", labels::LOCAL_FOLDER, folder.display()),
-        ])
-        .await
+pub async fn find_by_folder(engine: &Engine, folder: &std::path::Path) -> Result<Vec<ContainerSummary>, EngineError> {
+    engine.list(&[labels::SCHEMA.to_string(), format!("{}={}", labels::LOCAL_FOLDER, folder.display())]).await
 }

@@ -46,9 +46,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     let mut existing = engine.inspect_container(&name).await?;
     if let (Some(c), true) = (&existing, options.recreate) {
         eprintln!("removing {name} to recreate it");
-        engine
-            .remove(c.id.as_deref().unwrap_or(&name), false)
-            .await?;
+        engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
         existing = None;
     }
     let (container, created) = match existing {
@@ -63,9 +61,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     ensure_running(engine, &container, &name).await?;
 
     let link = wait_for_daemon(engine, &id).await?;
-    let remote_user = label(&container, labels::REMOTE_USER)
-        .unwrap_or("root")
-        .to_string();
+    let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
     let container_env = container_env(&container);
     let ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     hooks::run_due(&link, &ctx, options.post_attach).await?;
@@ -89,10 +85,7 @@ enum Created {
 /// On any failure after the create, the container and the volumes the engine
 /// made for it are removed again.
 async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Result<Created> {
-    let build_tag = format!(
-        "workroom-build/{}",
-        name.trim_start_matches(identity::NAME_PREFIX)
-    );
+    let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX));
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let plan = create::plan(name, &image, loaded, &facts)?;
     let binary = daemon::binary()?;
@@ -108,34 +101,25 @@ async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Re
         Ok(id) => id,
         Err(EngineError::Refused { status: 409, .. }) => {
             // Another `up` of this workspace created it first: use theirs.
-            let c = engine.inspect_container(name).await?.with_context(|| {
-                format!("{name} was being created by another workroom and vanished")
-            })?;
+            let c = engine
+                .inspect_container(name)
+                .await?
+                .with_context(|| format!("{name} was being created by another workroom and vanished"))?;
             return Ok(Created::Theirs(c));
         }
         Err(e) => return Err(e.into()),
     };
     let prepared = async {
-        engine
-            .upload(&id, "/", tar)
-            .await
-            .context("upload the daemon into the room")?;
+        engine.upload(&id, "/", tar).await.context("upload the daemon into the room")?;
         engine.start(&id).await?;
-        engine
-            .inspect_container(&id)
-            .await?
-            .with_context(|| format!("{name} vanished after its start"))
+        engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))
     }
     .await;
     match prepared {
         Ok(c) => Ok(Created::Ours(c)),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
-            for v in plan
-                .named_volumes
-                .iter()
-                .filter(|v| !volumes_before.contains(v))
-            {
+            for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
                 let _ = engine.remove_volume(v).await;
             }
             Err(e.context(format!("{name} was not made (removed again)")))
@@ -144,21 +128,12 @@ async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Re
 }
 
 fn label<'a>(c: &'a ContainerInspectResponse, key: &str) -> Option<&'a str> {
-    c.config
-        .as_ref()?
-        .labels
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
+    c.config.as_ref()?.labels.as_ref()?.get(key).map(String::as_str)
 }
 
 /// A room from an incompatible workroom cannot be driven; a config changed
 /// since creation is said, not silently ignored.
-fn check_compatible(
-    c: &ContainerInspectResponse,
-    loaded: &Loaded,
-    name: &str,
-) -> anyhow::Result<()> {
+fn check_compatible(c: &ContainerInspectResponse, loaded: &Loaded, name: &str) -> anyhow::Result<()> {
     match label(c, labels::SCHEMA) {
         Some(labels::SCHEMA_VERSION) => {}
         Some(other) => bail!(
@@ -177,11 +152,7 @@ fn check_compatible(
     Ok(())
 }
 
-async fn ensure_running(
-    engine: &Engine,
-    c: &ContainerInspectResponse,
-    name: &str,
-) -> anyhow::Result<()> {
+async fn ensure_running(engine: &Engine, c: &ContainerInspectResponse, name: &str) -> anyhow::Result<()> {
     let status = c.state.as_ref().and_then(|s| s.status);
     match status {
         Some(ContainerStateStatusEnum::RUNNING) => Ok(()),
@@ -203,10 +174,7 @@ async fn wait_started_by_peer(engine: &Engine, name: &str) -> anyhow::Result<()>
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(20);
     loop {
-        let c = engine
-            .inspect_container(name)
-            .await?
-            .with_context(|| format!("{name} vanished while starting"))?;
+        let c = engine.inspect_container(name).await?.with_context(|| format!("{name} vanished while starting"))?;
         match c.state.as_ref().and_then(|s| s.status) {
             Some(ContainerStateStatusEnum::CREATED) if Instant::now() < deadline => {}
             Some(ContainerStateStatusEnum::CREATED) => bail!(
@@ -228,11 +196,7 @@ async fn wait_for_daemon(engine: &Engine, id: &str) -> anyhow::Result<RoomLink> 
         match RoomLink::connect(engine, id).await {
             Ok(link) => return Ok(link),
             Err(e) if e.is_retryable() && Instant::now() < deadline => {}
-            Err(e) => {
-                return Err(
-                    anyhow::Error::new(e).context(format!("the daemon in {id} did not answer"))
-                )
-            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("the daemon in {id} did not answer"))),
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -243,11 +207,6 @@ fn container_env(c: &ContainerInspectResponse) -> std::collections::HashMap<Stri
     c.config
         .as_ref()
         .and_then(|c| c.env.as_ref())
-        .map(|env| {
-            env.iter()
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect()
-        })
+        .map(|env| env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
         .unwrap_or_default()
 }

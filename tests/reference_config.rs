@@ -1,0 +1,142 @@
+//! `workroom config --json` against the reference CLI's `read-configuration`
+//! on the same folders: each valid case in fixtures/devcontainers holds the
+//! reference's output (`reference.json`) and the command that made it
+//! (`reference.cmd`, run with devcontainers CLI 0.89.0 at a fixed path).
+//! We rebuild the same folder at the same path, load it with the same
+//! environment and compare keys and values.
+//!
+//! Known, deliberate differences, normalised here: `configFilePath` is a
+//! plain path (the reference prints a URI object), and the reference's
+//! `ociAuthDiagnostics` is not printed.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use workroom::config::{load, LoadRequest};
+
+/// The environment every reference run had (fixtures/devcontainers/README.md).
+fn reference_env() -> HashMap<String, String> {
+    [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", "/root"),
+        ("WR_TEST_VAR", "hello"),
+        ("WR_TEST_EMPTY", ""),
+        ("WR_TEST_COLON", "a:b"),
+        ("WR_TEST_NESTED", "${localEnv:WR_TEST_VAR}"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// The quoted or bare word after `flag ` in a shell line.
+fn arg_after(cmd: &str, flag: &str) -> Option<String> {
+    let rest = &cmd[cmd.find(flag)? + flag.len()..];
+    let rest = rest.trim_start();
+    if let Some(quoted) = rest.strip_prefix('\'') {
+        return Some(quoted[..quoted.find('\'')?].to_string());
+    }
+    Some(rest.split_whitespace().next()?.to_string())
+}
+
+/// The container env a case's `docker create` gave (image PATH plus `-e`).
+fn container_env(cmd: &str) -> Option<HashMap<String, String>> {
+    if !cmd.contains("docker create") {
+        return None;
+    }
+    let mut env = HashMap::from([(
+        "PATH".to_string(),
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+    )]);
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    for pair in words.windows(2) {
+        if pair[0] == "-e" {
+            let (k, v) = pair[1].split_once('=').unwrap();
+            env.insert(k.to_string(), v.to_string());
+        }
+    }
+    Some(env)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Numbers compared as the doubles both sides mean (the reference prints
+/// `12345678901234567000` for what we hold as the double nearest it).
+fn numbers_as_doubles(value: &mut Value) {
+    match value {
+        Value::Number(n) => *value = serde_json::json!(n.as_f64().unwrap()),
+        Value::Array(items) => items.iter_mut().for_each(numbers_as_doubles),
+        Value::Object(map) => map.values_mut().for_each(numbers_as_doubles),
+        _ => {}
+    }
+}
+
+fn normalise(mut reference: Value) -> Value {
+    numbers_as_doubles(&mut reference);
+    let top = reference.as_object_mut().unwrap();
+    top.remove("ociAuthDiagnostics");
+    let config = top.get_mut("configuration").unwrap().as_object_mut().unwrap();
+    let fs_path = config["configFilePath"]["fsPath"].clone();
+    config.insert("configFilePath".into(), fs_path);
+    reference
+}
+
+#[test]
+fn config_json_matches_the_reference_read_configuration_on_every_fixture() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/devcontainers");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("reference.json").is_file())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 20, "expected the reference fixtures, found {}", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let cmd = std::fs::read_to_string(case.join("reference.cmd")).unwrap();
+        let dir = PathBuf::from(arg_after(&cmd, "mkdir -p").expect("mkdir in reference.cmd"));
+        let workspace = PathBuf::from(arg_after(&cmd, "--workspace-folder").expect("workspace folder"));
+        let config = arg_after(&cmd, "--config").map(PathBuf::from);
+        let _ = std::fs::remove_dir_all(&dir);
+        copy_dir(case, &dir);
+        if cmd.contains("git init") {
+            std::fs::create_dir_all(dir.join(".git")).unwrap();
+        }
+        let container_env = container_env(&cmd);
+        let request = LoadRequest {
+            workspace_folder: workspace,
+            config,
+            env: reference_env(),
+            id_without_container: false,
+            container_env,
+        };
+        let expected =
+            normalise(serde_json::from_str(&std::fs::read_to_string(case.join("reference.json")).unwrap()).unwrap());
+        match load(&request) {
+            Ok(loaded) => {
+                let mut ours = loaded.reference_json();
+                numbers_as_doubles(&mut ours);
+                if ours != expected {
+                    failures.push(format!(
+                        "{}:\n  ours:      {ours}\n  reference: {expected}",
+                        case.file_name().unwrap().to_string_lossy()
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{}: refused: {e}", case.file_name().unwrap().to_string_lossy())),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
