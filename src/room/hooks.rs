@@ -55,6 +55,7 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
     let lifecycle = &ctx.loaded.model.lifecycle;
     let status = link.status().await?;
     if once(link, CREATE_MARKER, None, DONE, || async {
+        update_remote_user_uid(link, ctx).await?;
         for hook in CREATE_HOOKS {
             if let Some(cmd) = lifecycle.get(hook) {
                 run_in_room(link, ctx, hook, cmd).await?;
@@ -80,6 +81,36 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
         if let Some(cmd) = lifecycle.get(Hook::PostAttach) {
             run_in_room(link, ctx, Hook::PostAttach, cmd).await?;
         }
+    }
+    Ok(())
+}
+
+/// `updateRemoteUserUID` (default true on Linux): before the first hook, the
+/// remote user gets the host user's uid and gid, so files in the workspace
+/// mount have one owner on both sides. Skipped, as the reference does, for
+/// root and numeric users, and when the host user is root.
+async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyhow::Result<()> {
+    let wanted = ctx.loaded.model.update_remote_user_uid.unwrap_or(true);
+    let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+    let numeric = ctx.user.chars().all(|c| c.is_ascii_digit());
+    if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || numeric || uid == 0 {
+        return Ok(());
+    }
+    let request = RunRequest {
+        argv: vec![
+            workroomd::room::DAEMON_PATH.into(),
+            "update-uid".into(),
+            ctx.user.clone(),
+            uid.to_string(),
+            gid.to_string(),
+        ],
+        user: Some("0".into()),
+        cwd: Some("/".into()),
+        ..Default::default()
+    };
+    let status = link.run_prefixed(request, "updateRemoteUserUID").await?;
+    if status.code != Some(0) {
+        bail!("updateRemoteUserUID failed for {} ({status:?})", ctx.user);
     }
     Ok(())
 }

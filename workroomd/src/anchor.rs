@@ -9,12 +9,7 @@ use nix::unistd::Pid;
 
 pub fn run() -> i32 {
     let mut signals = SigSet::empty();
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-    ] {
+    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         signals.add(s);
     }
     if let Err(e) = signals.thread_block() {

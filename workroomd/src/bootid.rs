@@ -8,12 +8,7 @@
 pub fn boot_id() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let seed = format!(
-        "{}|{}|{}",
-        kernel.trim(),
-        std::process::id(),
-        start_time(&stat).unwrap_or(0)
-    );
+    let seed = format!("{}|{}|{}", kernel.trim(), std::process::id(), start_time(&stat).unwrap_or(0));
     format!("{:016x}", fnv1a(seed.as_bytes()))
 }
 
@@ -27,9 +22,7 @@ fn start_time(stat: &str) -> Option<u64> {
 /// FNV-1a, written out so the id is the same whichever binary computes it
 /// (std's hasher may change between Rust releases; a hand-off may cross one).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]

@@ -34,3 +34,27 @@ pub fn own(args: &[String]) -> i32 {
     }
     0
 }
+
+/// `workroomd update-uid USER UID GID`: run by the host (as root, through the
+/// daemon) before the first hooks of a room; prints what it did.
+pub fn update_uid(args: &[String]) -> i32 {
+    let [user, uid, gid] = args else {
+        eprintln!("usage: workroomd update-uid USER UID GID");
+        return 2;
+    };
+    let (Ok(uid), Ok(gid)) = (uid.parse::<u32>(), gid.parse::<u32>()) else {
+        eprintln!("workroomd update-uid: UID and GID must be numbers, got {uid} {gid}");
+        return 2;
+    };
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    let plan = crate::uid::plan(&passwd, &group, user, uid, gid);
+    println!("{}", plan.describe(user, uid, gid));
+    match crate::uid::apply(&plan, uid) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("workroomd update-uid: {e}");
+            1
+        }
+    }
+}

@@ -6,6 +6,7 @@
 //! - `relay`: stdio ⇄ the daemon socket, for `docker exec -i`.
 //! - `anchor`: PID 1 of the peer anchor; reaps zombies.
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
+//! - `update-uid USER UID GID`: give the remote user the host's ids.
 //! - `version`.
 
 mod anchor;
@@ -15,6 +16,7 @@ mod relay;
 mod serve;
 mod spawn;
 mod state;
+mod uid;
 
 use std::path::Path;
 use workroomd::room;
@@ -26,6 +28,7 @@ fn main() {
         Some("relay") => relay::run(Path::new(room::SOCKET_PATH)),
         Some("anchor") => anchor::run(),
         Some("own") => jobs::own(&args[1..]),
+        Some("update-uid") => jobs::update_uid(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0
@@ -35,10 +38,7 @@ fn main() {
             0
         }
         _ => {
-            eprintln!(
-                "usage: workroomd serve|relay|anchor|own|version (workroomd {})",
-                workroomd::VERSION
-            );
+            eprintln!("usage: workroomd serve|relay|anchor|own|version (workroomd {})", workroomd::VERSION);
             2
         }
     };

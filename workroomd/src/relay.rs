@@ -19,10 +19,7 @@ pub fn run(socket: &Path) -> i32 {
     let stream = match UnixStream::connect(socket) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!(
-                "workroomd relay: cannot reach the daemon at {}: {e}",
-                socket.display()
-            );
+            eprintln!("workroomd relay: cannot reach the daemon at {}: {e}", socket.display());
             return 1;
         }
     };

@@ -12,9 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use workroomd::proto::{
-    Event, ExitStatus, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle,
-};
+use workroomd::proto::{Event, ExitStatus, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle};
 use workroomd::room;
 
 /// Output is read from a child in chunks of this size; each becomes one
@@ -27,19 +25,12 @@ pub struct Options {
 }
 
 pub fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut options = Options {
-        program_user: None,
-        program: Vec::new(),
-    };
+    let mut options = Options { program_user: None, program: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--program-user" => {
-                options.program_user = Some(
-                    args.get(i + 1)
-                        .ok_or("--program-user needs a user")?
-                        .clone(),
-                );
+                options.program_user = Some(args.get(i + 1).ok_or("--program-user needs a user")?.clone());
                 i += 2;
             }
             "--" => {
@@ -60,10 +51,7 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("workroomd serve: cannot start: {e}");
@@ -82,11 +70,7 @@ async fn serve(options: Options) -> i32 {
         }
     };
     let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
-    eprintln!(
-        "workroomd {} serving (boot {})",
-        workroomd::VERSION,
-        state.boot_id
-    );
+    eprintln!("workroomd {} serving (boot {})", workroomd::VERSION, state.boot_id);
     if !options.program.is_empty() {
         tokio::spawn(supervise(state.clone(), options));
     }
@@ -143,18 +127,8 @@ async fn handle_request(state: Arc<State>, request: Request, handle: StreamHandl
             let groups = workroomd::users::parse_group(&group);
             handle.reply(Response::Users { users, groups }).await
         }
-        Request::GetMarkers => {
-            handle
-                .reply(Response::Markers {
-                    markers: state.markers(),
-                })
-                .await
-        }
-        Request::SetMarker {
-            key,
-            value,
-            expected,
-        } => {
+        Request::GetMarkers => handle.reply(Response::Markers { markers: state.markers() }).await,
+        Request::SetMarker { key, value, expected } => {
             let reply = match state.set_marker(&key, value, expected.map(|e| e.current)) {
                 Ok((applied, current)) => Response::MarkerSet { applied, current },
                 Err(e) => Response::error(format!("cannot save marker {key}: {e}")),
@@ -181,52 +155,24 @@ async fn echo(handle: &StreamHandle) -> Result<(), workroomd::proto::StreamError
     Ok(())
 }
 
-async fn run_command(
-    handle: &StreamHandle,
-    run: RunRequest,
-) -> Result<(), workroomd::proto::StreamError> {
+async fn run_command(handle: &StreamHandle, run: RunRequest) -> Result<(), workroomd::proto::StreamError> {
     let user = match run.user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
-        Err(e) => {
-            return handle
-                .reply(Response::error(format!(
-                    "user {}: {e}",
-                    run.user.unwrap_or_default()
-                )))
-                .await
-        }
+        Err(e) => return handle.reply(Response::error(format!("user {}: {e}", run.user.unwrap_or_default()))).await,
     };
-    let mut cmd = match spawn::command(
-        &run.argv,
-        user.as_ref(),
-        &run.env,
-        run.cwd.as_deref(),
-        run.login_shell,
-    ) {
+    let mut cmd = match spawn::command(&run.argv, user.as_ref(), &run.env, run.cwd.as_deref(), run.login_shell) {
         Ok(c) => c,
         Err(e) => return handle.reply(Response::error(e)).await,
     };
-    cmd.stdin(if run.stdin {
-        std::process::Stdio::piped()
-    } else {
-        std::process::Stdio::null()
-    })
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .kill_on_drop(true);
+    cmd.stdin(if run.stdin { std::process::Stdio::piped() } else { std::process::Stdio::null() })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => {
-            return handle
-                .reply(Response::error(format!("cannot run {}: {e}", run.argv[0])))
-                .await
-        }
+        Err(e) => return handle.reply(Response::error(format!("cannot run {}: {e}", run.argv[0]))).await,
     };
-    handle
-        .reply(Response::Started {
-            pid: child.id().unwrap_or(0),
-        })
-        .await?;
+    handle.reply(Response::Started { pid: child.id().unwrap_or(0) }).await?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let mut stdin = child.stdin.take();
@@ -284,15 +230,9 @@ async fn run_command(
     let exit = match status {
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;
-            ExitStatus {
-                code: s.code(),
-                signal: s.signal(),
-            }
+            ExitStatus { code: s.code(), signal: s.signal() }
         }
-        Err(_) => ExitStatus {
-            code: None,
-            signal: None,
-        },
+        Err(_) => ExitStatus { code: None, signal: None },
     };
     handle.send_exit(exit).await?;
     handle.send_eof().await
@@ -301,27 +241,17 @@ async fn run_command(
 /// Runs the image's program (`overrideCommand: false`) and keeps its status.
 /// Its output goes to the daemon's own, which is the container log.
 async fn supervise(state: Arc<State>, options: Options) {
-    let user = match options
-        .program_user
-        .as_deref()
-        .map(spawn::resolve)
-        .transpose()
-    {
+    let user = match options.program_user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
         Err(e) => {
-            *state.program.lock().expect("program lock") =
-                ProgramStatus::FailedToStart { message: e };
+            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e };
             return;
         }
     };
     let env = std::collections::BTreeMap::new();
-    let spawned = spawn::command(&options.program, user.as_ref(), &env, Some("/"), false).and_then(
-        |mut c| {
-            c.stdin(std::process::Stdio::null())
-                .spawn()
-                .map_err(|e| format!("cannot run {}: {e}", options.program[0]))
-        },
-    );
+    let spawned = spawn::command(&options.program, user.as_ref(), &env, Some("/"), false).and_then(|mut c| {
+        c.stdin(std::process::Stdio::null()).spawn().map_err(|e| format!("cannot run {}: {e}", options.program[0]))
+    });
     let mut child = match spawned {
         Ok(c) => c,
         Err(message) => {
@@ -330,20 +260,12 @@ async fn supervise(state: Arc<State>, options: Options) {
             return;
         }
     };
-    *state.program.lock().expect("program lock") = ProgramStatus::Running {
-        pid: child.id().unwrap_or(0),
-    };
+    *state.program.lock().expect("program lock") = ProgramStatus::Running { pid: child.id().unwrap_or(0) };
     let status = child.wait().await;
     use std::os::unix::process::ExitStatusExt;
     let exit = match status {
-        Ok(s) => ExitStatus {
-            code: s.code(),
-            signal: s.signal(),
-        },
-        Err(_) => ExitStatus {
-            code: None,
-            signal: None,
-        },
+        Ok(s) => ExitStatus { code: s.code(), signal: s.signal() },
+        Err(_) => ExitStatus { code: None, signal: None },
     };
     eprintln!("workroomd: program ended: {exit:?}");
     *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit);

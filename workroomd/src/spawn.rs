@@ -48,23 +48,13 @@ pub fn command(
         }
     }
     cmd.envs(env);
-    let cwd = cwd
-        .map(str::to_string)
-        .or_else(|| user.map(|u| u.home.clone()))
-        .unwrap_or_else(|| "/".into());
+    let cwd = cwd.map(str::to_string).or_else(|| user.map(|u| u.home.clone())).unwrap_or_else(|| "/".into());
     if !std::path::Path::new(&cwd).is_dir() {
-        return Err(format!(
-            "the working folder {cwd} does not exist in the room"
-        ));
+        return Err(format!("the working folder {cwd} does not exist in the room"));
     }
     cmd.current_dir(&cwd);
-    let ids: Option<(libc::uid_t, libc::gid_t, Vec<libc::gid_t>)> = user.map(|u| {
-        (
-            u.uid,
-            u.gid,
-            u.groups.iter().map(|g| *g as libc::gid_t).collect(),
-        )
-    });
+    let ids: Option<(libc::uid_t, libc::gid_t, Vec<libc::gid_t>)> =
+        user.map(|u| (u.uid, u.gid, u.groups.iter().map(|g| *g as libc::gid_t).collect()));
     // SAFETY: between fork and exec only async-signal-safe calls are made
     // (setsid, setgroups, setgid, setuid); the group list is allocated before.
     unsafe {

@@ -19,10 +19,8 @@ pub struct State {
 impl State {
     pub fn load(boot_id: String, state_dir: PathBuf) -> State {
         let markers_file = state_dir.join("markers.json");
-        let markers = std::fs::read(&markers_file)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
+        let markers =
+            std::fs::read(&markers_file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
         let started_at_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -94,22 +92,11 @@ mod tests {
     fn a_marker_compare_and_set_applies_once_and_persists() {
         let dir = std::env::temp_dir().join(format!("wr-state-{}", std::process::id()));
         let state = State::load("b1".into(), dir.clone());
-        assert_eq!(
-            state.set_marker("k", Some("a".into()), Some(None)).unwrap(),
-            (true, Some("a".into()))
-        );
-        assert_eq!(
-            state.set_marker("k", Some("b".into()), Some(None)).unwrap(),
-            (false, Some("a".into()))
-        );
+        assert_eq!(state.set_marker("k", Some("a".into()), Some(None)).unwrap(), (true, Some("a".into())));
+        assert_eq!(state.set_marker("k", Some("b".into()), Some(None)).unwrap(), (false, Some("a".into())));
         let reloaded = State::load("b2".into(), dir.clone());
         assert_eq!(reloaded.markers().get("k").map(String::as_str), Some("a"));
-        assert_eq!(
-            reloaded
-                .set_marker("k", None, Some(Some("a".into())))
-                .unwrap(),
-            (true, None)
-        );
+        assert_eq!(reloaded.set_marker("k", None, Some(Some("a".into()))).unwrap(), (true, None));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -125,9 +125,7 @@ pub fn parse_group(text: &str) -> Vec<GroupEntry> {
 /// The lines that can hold an entry: trimmed (CRLF files exist), without
 /// blanks, comments and NIS compat lines.
 fn records(text: &str) -> impl Iterator<Item = &str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with(['#', '+', '-']))
+    text.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with(['#', '+', '-']))
 }
 
 /// Resolves `user`, `uid`, `user:group`, `uid:gid` (and mixes) the way
@@ -139,11 +137,7 @@ fn records(text: &str) -> impl Iterator<Item = &str> {
 ///   those listing the user's name as a member.
 ///
 /// The first matching line wins, as with getpwnam(3).
-pub fn resolve_user(
-    spec: &str,
-    passwd: &[PasswdEntry],
-    groups: &[GroupEntry],
-) -> Result<ResolvedUser, UserError> {
+pub fn resolve_user(spec: &str, passwd: &[PasswdEntry], groups: &[GroupEntry]) -> Result<ResolvedUser, UserError> {
     let (user_part, group_part) = match spec.split_once(':') {
         Some((user, group)) => (user, Some(group)),
         None => (spec, None),
@@ -180,9 +174,7 @@ pub fn resolve_user(
         uid,
         gid,
         groups: supplementary,
-        home: entry
-            .as_ref()
-            .map_or_else(|| DEFAULT_HOME.to_owned(), |entry| entry.home.clone()),
+        home: entry.as_ref().map_or_else(|| DEFAULT_HOME.to_owned(), |entry| entry.home.clone()),
         entry,
     })
 }
@@ -293,14 +285,7 @@ bad:x:notanumber:vscode
 
     #[test]
     fn garbage_never_panics() {
-        for text in [
-            "",
-            ":",
-            "::::::",
-            "\n\n\u{0}",
-            "a:b:c:d:e:f:g:h",
-            "x:x:99999999999:0:::",
-        ] {
+        for text in ["", ":", "::::::", "\n\n\u{0}", "a:b:c:d:e:f:g:h", "x:x:99999999999:0:::"] {
             let _ = parse_passwd(text);
             let _ = parse_group(text);
         }
@@ -354,21 +339,14 @@ bad:x:notanumber:vscode
     #[test]
     fn empty_specs_are_refused() {
         for spec in ["", ":", ":root", "root:"] {
-            assert_eq!(
-                resolve_user(spec, &passwd(), &groups()),
-                Err(UserError::Empty),
-                "{spec:?}"
-            );
+            assert_eq!(resolve_user(spec, &passwd(), &groups()), Err(UserError::Empty), "{spec:?}");
         }
     }
 
     #[test]
     fn a_non_empty_shell_variable_wins() {
         let root = &passwd()[0];
-        assert_eq!(
-            login_shell(Some(root), Some("/usr/bin/fish")),
-            "/usr/bin/fish"
-        );
+        assert_eq!(login_shell(Some(root), Some("/usr/bin/fish")), "/usr/bin/fish");
     }
 
     #[test]

@@ -121,11 +121,7 @@ pub enum FrameError {
     #[error("unknown frame kind {0:#04x} (is the peer speaking another protocol?)")]
     UnknownKind(u8),
     #[error("{kind} frame on stream {stream} is {length} bytes, over the {MAX_PAYLOAD}-byte cap")]
-    TooLong {
-        kind: Kind,
-        stream: u32,
-        length: usize,
-    },
+    TooLong { kind: Kind, stream: u32, length: usize },
 }
 
 /// One frame. The payload is at most [`MAX_PAYLOAD`] bytes: [`Frame::new`]
@@ -141,17 +137,9 @@ impl Frame {
     /// A frame, refused when the payload is over the cap.
     pub fn new(kind: Kind, stream: u32, payload: Vec<u8>) -> Result<Frame, FrameError> {
         if payload.len() > MAX_PAYLOAD {
-            return Err(FrameError::TooLong {
-                kind,
-                stream,
-                length: payload.len(),
-            });
+            return Err(FrameError::TooLong { kind, stream, length: payload.len() });
         }
-        Ok(Frame {
-            kind,
-            stream,
-            payload,
-        })
+        Ok(Frame { kind, stream, payload })
     }
 
     pub fn kind(&self) -> Kind {
@@ -226,20 +214,12 @@ impl Decoder {
         let stream = u32::from_be_bytes(header[1..5].try_into().expect("4 bytes"));
         let length = u32::from_be_bytes(header[5..9].try_into().expect("4 bytes")) as usize;
         if length > MAX_PAYLOAD {
-            return Err(FrameError::TooLong {
-                kind,
-                stream,
-                length,
-            });
+            return Err(FrameError::TooLong { kind, stream, length });
         }
         let Some(payload) = live.get(HEADER_LEN..HEADER_LEN + length) else {
             return Ok(None);
         };
-        let frame = Frame {
-            kind,
-            stream,
-            payload: payload.to_vec(),
-        };
+        let frame = Frame { kind, stream, payload: payload.to_vec() };
         self.start += HEADER_LEN + length;
         if self.start == self.end {
             // Empty again: the next read starts at the front, no compaction.
@@ -264,10 +244,7 @@ impl Decoder {
     /// # Panics
     /// When `n` is more than that slice's length (a caller bug).
     pub fn advance(&mut self, n: usize) {
-        assert!(
-            n <= self.buf.len() - self.end,
-            "advance past the decoder's buffer"
-        );
+        assert!(n <= self.buf.len() - self.end, "advance past the decoder's buffer");
         self.end += n;
     }
 
@@ -403,10 +380,7 @@ mod tests {
 
     #[test]
     fn a_largest_frame_fits_and_the_buffer_stops_at_max_frame() {
-        let frames = vec![
-            frame(Kind::Data, 1, &[7; MAX_PAYLOAD]),
-            frame(Kind::Data, 1, &[8; MAX_PAYLOAD]),
-        ];
+        let frames = vec![frame(Kind::Data, 1, &[7; MAX_PAYLOAD]), frame(Kind::Data, 1, &[8; MAX_PAYLOAD])];
         let mut decoder = Decoder::new();
         let bytes = encode_all(&frames);
         let decoded = decode_pieces(&mut decoder, bytes.chunks(10_000)).unwrap();
@@ -423,11 +397,7 @@ mod tests {
             decoder.push(&header);
             assert_eq!(
                 decoder.decode(),
-                Err(FrameError::TooLong {
-                    kind: Kind::Data,
-                    stream: 1,
-                    length: length as usize
-                })
+                Err(FrameError::TooLong { kind: Kind::Data, stream: 1, length: length as usize })
             );
             assert!(decoder.capacity() <= INITIAL_BUFFER);
         }
@@ -436,10 +406,7 @@ mod tests {
     #[test]
     fn encoding_an_oversize_payload_is_refused() {
         let err = Frame::new(Kind::Data, 1, vec![0; MAX_PAYLOAD + 1]).unwrap_err();
-        assert!(
-            err.to_string().contains("over the 262144-byte cap"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("over the 262144-byte cap"), "{err}");
     }
 
     #[test]
@@ -461,14 +428,8 @@ mod tests {
     }
 
     fn any_frame() -> impl Strategy<Value = Frame> {
-        (
-            0..Kind::ALL.len(),
-            any::<u32>(),
-            prop::collection::vec(any::<u8>(), 0..3000),
-        )
-            .prop_map(|(kind, stream, payload)| {
-                Frame::new(Kind::ALL[kind], stream, payload).unwrap()
-            })
+        (0..Kind::ALL.len(), any::<u32>(), prop::collection::vec(any::<u8>(), 0..3000))
+            .prop_map(|(kind, stream, payload)| Frame::new(Kind::ALL[kind], stream, payload).unwrap())
     }
 
     proptest! {

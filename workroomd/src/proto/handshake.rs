@@ -3,7 +3,8 @@
 //!
 //! Both sides write their preamble without waiting for the other's, and read
 //! concurrently with writing, so neither order nor pipe buffer sizes can
-//! deadlock the exchange.
+//! deadlock the exchange. The whole exchange is bounded by the caller's
+//! `HANDSHAKE_TIMEOUT`.
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -28,29 +29,22 @@ where
     let write = async {
         let mut preamble = MAGIC.to_vec();
         let payload = serde_json::to_vec(ours).expect("a hello always encodes");
-        Frame::new(Kind::Hello, 0, payload)
-            .expect("a hello is far under the cap")
-            .encode(&mut preamble);
+        Frame::new(Kind::Hello, 0, payload).expect("a hello is far under the cap").encode(&mut preamble);
         writer.write_all(&preamble).await?;
         writer.flush().await
     };
-    let write = async {
-        write.await.map_err(|source| LinkError::Write {
-            peer: peer_role,
-            source,
-        })
-    };
-    let ((), peer) = tokio::try_join!(write, read_hello(reader, decoder, peer_role))?;
+    let (written, read) = tokio::join!(write, read_hello(reader, decoder, peer_role));
+    // What the peer said (or that it left) explains more than our failed
+    // write to it, so a read error wins.
+    let peer = read?;
+    written.map_err(|source| LinkError::Write { peer: peer_role, source })?;
 
     if peer.protocol != ours.protocol {
         let (daemon, host) = match ours.role {
             Role::Daemon => (ours, &peer),
             Role::Host => (&peer, ours),
         };
-        let mismatch = LinkError::ProtocolMismatch {
-            daemon: daemon.describe(),
-            host: host.describe(),
-        };
+        let mismatch = LinkError::ProtocolMismatch { daemon: daemon.describe(), host: host.describe() };
         if ours.role == Role::Daemon {
             // Best effort: the host compares versions itself as well, so a
             // refusal that cannot be written loses nothing.
@@ -62,19 +56,12 @@ where
         return Err(mismatch);
     }
     if peer.role != peer_role {
-        return Err(LinkError::WrongRole {
-            expected: peer_role,
-            got: peer.role,
-        });
+        return Err(LinkError::WrongRole { expected: peer_role, got: peer.role });
     }
     Ok(peer)
 }
 
-async fn read_hello<R>(
-    reader: &mut R,
-    decoder: &mut Decoder,
-    peer: Role,
-) -> Result<Hello, LinkError>
+async fn read_hello<R>(reader: &mut R, decoder: &mut Decoder, peer: Role) -> Result<Hello, LinkError>
 where
     R: AsyncRead + Unpin,
 {
@@ -93,23 +80,19 @@ where
     }
     let seen = &magic[..got];
     if seen != &MAGIC[..got] {
-        return Err(LinkError::NotWorkroom {
-            peer,
-            shown: show_bytes(seen),
-        });
+        return Err(LinkError::NotWorkroom { peer, shown: show_bytes(seen) });
     }
     if got < MAGIC.len() {
         return Err(LinkError::ClosedEarly { peer });
     }
 
     loop {
-        let frame = decoder
-            .decode()
-            .map_err(|source| LinkError::Frame { peer, source })?;
+        let frame = decoder.decode().map_err(|source| LinkError::Frame { peer, source })?;
         if let Some(frame) = frame {
             return match frame.kind() {
-                Kind::Hello => serde_json::from_slice(frame.payload())
-                    .map_err(|source| LinkError::BadHello { peer, source }),
+                Kind::Hello => {
+                    serde_json::from_slice(frame.payload()).map_err(|source| LinkError::BadHello { peer, source })
+                }
                 Kind::Refuse => {
                     let message = serde_json::from_slice::<Reason>(frame.payload())
                         .map(|reason| reason.message)
@@ -119,10 +102,7 @@ where
                 kind => Err(LinkError::NoHello { peer, kind }),
             };
         }
-        let n = reader
-            .read(decoder.unfilled_mut())
-            .await
-            .map_err(read_error)?;
+        let n = reader.read(decoder.unfilled_mut()).await.map_err(read_error)?;
         if n == 0 {
             return Err(LinkError::ClosedEarly { peer });
         }

@@ -29,7 +29,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::frame::{Decoder, Frame, FrameError, Kind, MAX_PAYLOAD};
+use super::frame::{Decoder, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
 use super::handshake;
 use super::message::{Hello, Reason, Request, Response, Role};
 use super::stream::{reason_frame, Stream, StreamError, StreamHandle};
@@ -75,10 +75,12 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// refill it, small enough for the daemon's memory budget.
 const OUTGOING_FRAMES: usize = 16;
 
-/// The writer's buffer: many small frames (keystrokes, grants, replies)
-/// leave in one write; a data chunk larger than what is left goes straight
-/// through.
-const WRITE_BUFFER: usize = 64 * 1024;
+/// The writer's buffer: two full data frames. Many small frames (keystrokes,
+/// grants, replies) leave in one write, and a data frame's 9-byte header is
+/// never written by a syscall of its own: with a buffer no larger than a
+/// chunk, `BufWriter` would flush the header alone and then pass the payload
+/// through, doubling the syscalls of a bulk transfer.
+const WRITE_BUFFER: usize = 2 * (HEADER_LEN + MAX_DATA_CHUNK);
 
 /// Frames queued by spawned tasks because the outgoing queue was full when
 /// the reader or a dropped handle had to send them. Each stream accounts for
@@ -118,7 +120,7 @@ pub enum LinkError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("expected the {peer}'s hello, got a {kind} frame")]
+    #[error("expected the {peer}'s hello, got a frame of kind `{kind}`")]
     NoHello { peer: Role, kind: Kind },
     #[error("the peer says it is a {got}, not a {expected}")]
     WrongRole { expected: Role, got: Role },
@@ -162,11 +164,7 @@ impl Link {
     ///
     /// Must run inside a tokio runtime with timers enabled; the link's tasks
     /// are spawned on it.
-    pub async fn handshake_with<R, W>(
-        mut reader: R,
-        mut writer: W,
-        ours: Hello,
-    ) -> Result<(Link, Hello), LinkError>
+    pub async fn handshake_with<R, W>(mut reader: R, mut writer: W, ours: Hello) -> Result<(Link, Hello), LinkError>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -175,9 +173,7 @@ impl Link {
         let exchange = handshake::exchange(&mut reader, &mut writer, &mut decoder, &ours);
         let peer = tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
             .await
-            .map_err(|_| LinkError::Timeout {
-                peer: ours.role.peer(),
-            })??;
+            .map_err(|_| LinkError::Timeout { peer: ours.role.peer() })??;
 
         let (tx, rx) = mpsc::channel(OUTGOING_FRAMES);
         let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
@@ -190,10 +186,7 @@ impl Link {
                 ours,
                 peer: peer.clone(),
                 tx,
-                streams: Mutex::new(Streams {
-                    open: HashMap::new(),
-                    next_id: Some(first_id),
-                }),
+                streams: Mutex::new(Streams { open: HashMap::new(), next_id: Some(first_id) }),
                 grants: Mutex::new(Vec::new()),
                 writer_wake: Notify::new(),
                 incoming: Mutex::new(Some(incoming_tx)),
@@ -206,11 +199,7 @@ impl Link {
         let shared = keepalive.shared.clone();
         tokio::spawn(read_loop(reader, decoder, shared.clone()));
         tokio::spawn(write_loop(writer, rx, shared.clone()));
-        let link = Link {
-            shared,
-            keepalive,
-            incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)),
-        };
+        let link = Link { shared, keepalive, incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)) };
         Ok((link, peer))
     }
 
@@ -233,11 +222,7 @@ impl Link {
             }));
         }
         let shared = &self.shared;
-        let permit = shared
-            .tx
-            .reserve()
-            .await
-            .map_err(|_| StreamError::LinkClosed(shared.close_reason()))?;
+        let permit = shared.tx.reserve().await.map_err(|_| StreamError::LinkClosed(shared.close_reason()))?;
         // From here to the send, nothing awaits: a cancelled `open` either
         // queued nothing or queued the frame and returned the handle.
         let stream = {
@@ -258,46 +243,33 @@ impl Link {
         };
         let frame = Frame::new(Kind::Open, stream.id, payload).expect("size checked above");
         permit.send(frame);
-        Ok(StreamHandle::new(
-            stream,
-            shared.clone(),
-            self.keepalive.clone(),
-        ))
+        Ok(StreamHandle::new(stream, shared.clone(), self.keepalive.clone()))
     }
 
     /// Opens a stream for a request that does not stream and returns the
     /// answer (which may be [`Response::Error`]).
     pub async fn request(&self, request: Request) -> Result<Response, StreamError> {
-        debug_assert!(
-            !request.is_streaming(),
-            "streaming requests need the handle from open()"
-        );
+        debug_assert!(!request.is_streaming(), "streaming requests need the handle from open()");
         self.open(request).await?.recv_reply().await
     }
 
     /// The next stream the peer opened, with its request; `None` once the
-    /// link is closed. Requests this side cannot read never get here: the
-    /// link answers them with an error naming this side's version.
+    /// link is closed and the streams opened before that (already reset by
+    /// the closing) are handed out. Requests this side cannot read never get
+    /// here: the link answers them with an error naming this side's version.
     pub async fn accept(&self) -> Option<(Request, StreamHandle)> {
         self.incoming.lock().await.recv().await
     }
 
     /// Why the link closed, once it has.
     pub fn close_reason(&self) -> Option<String> {
-        self.shared
-            .closing
-            .borrow()
-            .as_ref()
-            .map(|closed| closed.reason.clone())
+        self.shared.closing.borrow().as_ref().map(|closed| closed.reason.clone())
     }
 
     /// Waits until the link closes and returns why.
     pub async fn closed(&self) -> String {
         let mut closing = self.shared.closing.subscribe();
-        let closed = closing
-            .wait_for(Option::is_some)
-            .await
-            .expect("the link owns the sender");
+        let closed = closing.wait_for(Option::is_some).await.expect("the link owns the sender");
         closed.as_ref().expect("waited for it").reason.clone()
     }
 }
@@ -310,8 +282,7 @@ pub(super) struct Keepalive {
 
 impl Drop for Keepalive {
     fn drop(&mut self) {
-        self.shared
-            .close("this side closed the link".to_owned(), true);
+        self.shared.close("this side closed the link".to_owned(), true);
     }
 }
 
@@ -366,10 +337,7 @@ impl Shared {
     }
 
     pub(super) fn close_reason(&self) -> String {
-        self.closing
-            .borrow()
-            .as_ref()
-            .map_or_else(|| "the link is closing".to_owned(), |c| c.reason.clone())
+        self.closing.borrow().as_ref().map_or_else(|| "the link is closing".to_owned(), |c| c.reason.clone())
     }
 
     /// Closes the link (the first reason wins): every stream is ended with
@@ -379,10 +347,7 @@ impl Shared {
             if closing.is_some() {
                 return false;
             }
-            *closing = Some(Closed {
-                reason: reason.clone(),
-                graceful,
-            });
+            *closing = Some(Closed { reason: reason.clone(), graceful });
             true
         });
         if !first {
@@ -439,19 +404,14 @@ impl Shared {
             Kind::Refuse => {
                 let message = serde_json::from_slice::<Reason>(frame.payload())
                     .map_or_else(|_| "no readable reason".to_owned(), |r| r.message);
-                Err(format!(
-                    "the {} refused the connection: {message}",
-                    self.peer.role
-                ))
+                Err(format!("the {} refused the connection: {message}", self.peer.role))
             }
-            _ if id == 0 => Err(self.violation(format!("a {kind} frame on stream 0"))),
+            _ if id == 0 => Err(self.violation(format!("{kind} frame on stream 0"))),
             Kind::Open => self.on_open(id, frame.payload()),
             _ => {
                 let stream = self.lock_streams().open.get(&id).cloned();
                 match stream {
-                    Some(stream) => stream
-                        .on_frame(kind, frame.into_payload())
-                        .map_err(|what| self.violation(what)),
+                    Some(stream) => stream.on_frame(kind, frame.into_payload()).map_err(|what| self.violation(what)),
                     // A stream this side already dropped (and reset): the
                     // peer's frames were in flight. Nothing to do.
                     None => Ok(()),
@@ -472,11 +432,7 @@ impl Shared {
                 // A newer peer asking for something this version does not
                 // know: answer, do not fail the link.
                 let me = &self.ours;
-                let message = format!(
-                    "{} {} cannot read this request: {e}",
-                    me.role.program(),
-                    me.version
-                );
+                let message = format!("{} {} cannot read this request: {e}", me.role.program(), me.version);
                 self.answer_error(id, message);
                 return Ok(());
             }
@@ -511,13 +467,10 @@ impl Shared {
     }
 
     fn answer_error(self: &Arc<Self>, id: u32, message: String) {
-        let payload = serde_json::to_vec(&Response::Error { message })
-            .ok()
-            .filter(|payload| payload.len() <= MAX_PAYLOAD);
+        let payload =
+            serde_json::to_vec(&Response::Error { message }).ok().filter(|payload| payload.len() <= MAX_PAYLOAD);
         match payload {
-            Some(payload) => {
-                self.send_soon(Frame::new(Kind::Reply, id, payload).expect("size checked"))
-            }
+            Some(payload) => self.send_soon(Frame::new(Kind::Reply, id, payload).expect("size checked")),
             None => self.send_soon(reason_frame(Kind::Reset, id, "unanswerable".to_owned())),
         }
     }
@@ -584,11 +537,7 @@ where
 
 /// Writes queued frames until the link is closed gracefully and the queue is
 /// empty.
-async fn pump<W>(
-    out: &mut BufWriter<W>,
-    rx: &mut mpsc::Receiver<Frame>,
-    shared: &Shared,
-) -> io::Result<()>
+async fn pump<W>(out: &mut BufWriter<W>, rx: &mut mpsc::Receiver<Frame>, shared: &Shared) -> io::Result<()>
 where
     W: AsyncWrite + Unpin,
 {

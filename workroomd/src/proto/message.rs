@@ -68,21 +68,12 @@ pub struct Hello {
 impl Hello {
     /// This library's protocol and version in the given role.
     pub fn new(role: Role) -> Hello {
-        Hello {
-            protocol: PROTOCOL,
-            version: VERSION.to_owned(),
-            role,
-        }
+        Hello { protocol: PROTOCOL, version: VERSION.to_owned(), role }
     }
 
     /// "workroomd 0.1.0 speaks protocol 1", for messages naming both sides.
     pub fn describe(&self) -> String {
-        format!(
-            "{} {} speaks protocol {}",
-            self.role.program(),
-            self.version,
-            self.protocol
-        )
+        format!("{} {} speaks protocol {}", self.role.program(), self.version, self.protocol)
     }
 }
 
@@ -152,9 +143,7 @@ impl Request {
     pub fn is_streaming(&self) -> bool {
         match self {
             Request::Run(_) | Request::Echo => true,
-            Request::Status | Request::Users | Request::GetMarkers | Request::SetMarker { .. } => {
-                false
-            }
+            Request::Status | Request::Users | Request::GetMarkers | Request::SetMarker { .. } => false,
         }
     }
 }
@@ -229,9 +218,7 @@ pub enum Response {
 
 impl Response {
     pub fn error(message: impl Into<String>) -> Response {
-        Response::Error {
-            message: message.into(),
-        }
+        Response::Error { message: message.into() }
     }
 
     /// Whether this reply ends its stream: the request does not stream, or
@@ -289,15 +276,8 @@ mod tests {
 
     #[test]
     fn hello_has_the_documented_shape() {
-        let hello = Hello {
-            protocol: 1,
-            version: "0.1.0".into(),
-            role: Role::Daemon,
-        };
-        assert_eq!(
-            wire(&hello),
-            json!({"protocol": 1, "version": "0.1.0", "role": "daemon"})
-        );
+        let hello = Hello { protocol: 1, version: "0.1.0".into(), role: Role::Daemon };
+        assert_eq!(wire(&hello), json!({"protocol": 1, "version": "0.1.0", "role": "daemon"}));
         assert_eq!(hello.describe(), "workroomd 0.1.0 speaks protocol 1");
     }
 
@@ -321,13 +301,7 @@ mod tests {
     #[test]
     fn a_run_request_with_only_argv_reads_with_defaults() {
         let request: Request = serde_json::from_str(r#"{"op":"run","argv":["id"]}"#).unwrap();
-        assert_eq!(
-            request,
-            Request::Run(RunRequest {
-                argv: vec!["id".into()],
-                ..RunRequest::default()
-            })
-        );
+        assert_eq!(request, Request::Run(RunRequest { argv: vec!["id".into()], ..RunRequest::default() }));
     }
 
     #[test]
@@ -337,15 +311,8 @@ mod tests {
 
     #[test]
     fn set_marker_omits_an_absent_guard_and_keeps_a_null_one() {
-        let unguarded = Request::SetMarker {
-            key: "on_create".into(),
-            value: Some("done".into()),
-            expected: None,
-        };
-        assert_eq!(
-            wire(&unguarded),
-            json!({"op": "set_marker", "key": "on_create", "value": "done"})
-        );
+        let unguarded = Request::SetMarker { key: "on_create".into(), value: Some("done".into()), expected: None };
+        assert_eq!(wire(&unguarded), json!({"op": "set_marker", "key": "on_create", "value": "done"}));
         let must_be_absent = Request::SetMarker {
             key: "on_create".into(),
             value: Some("done".into()),
@@ -364,38 +331,21 @@ mod tests {
             boot_id: "b00t".into(),
             started_at_unix_ms: 1_700_000_000_000,
             pid: 1,
-            program: ProgramStatus::Exited(ExitStatus {
-                code: None,
-                signal: Some(9),
-            }),
+            program: ProgramStatus::Exited(ExitStatus { code: None, signal: Some(9) }),
         });
-        assert_eq!(
-            wire(&status)["program"],
-            json!({"state": "exited", "code": null, "signal": 9})
-        );
+        assert_eq!(wire(&status)["program"], json!({"state": "exited", "code": null, "signal": 9}));
         for response in [
             status,
             Response::Started { pid: 42 },
             Response::Ready,
-            Response::Users {
-                users: vec![],
-                groups: vec![],
-            },
-            Response::Markers {
-                markers: BTreeMap::from([("post_start".into(), "b00t".into())]),
-            },
-            Response::MarkerSet {
-                applied: false,
-                current: Some("x".into()),
-            },
+            Response::Users { users: vec![], groups: vec![] },
+            Response::Markers { markers: BTreeMap::from([("post_start".into(), "b00t".into())]) },
+            Response::MarkerSet { applied: false, current: Some("x".into()) },
             Response::error("no"),
         ] {
             round_trip(&response);
         }
-        assert_eq!(
-            wire(&Response::Started { pid: 42 }),
-            json!({"reply": "started", "pid": 42})
-        );
+        assert_eq!(wire(&Response::Started { pid: 42 }), json!({"reply": "started", "pid": 42}));
     }
 
     #[test]
@@ -415,12 +365,6 @@ mod tests {
 
     #[test]
     fn exit_status_has_both_fields_even_when_null() {
-        assert_eq!(
-            wire(&ExitStatus {
-                code: Some(3),
-                signal: None
-            }),
-            json!({"code": 3, "signal": null})
-        );
+        assert_eq!(wire(&ExitStatus { code: Some(3), signal: None }), json!({"code": 3, "signal": null}));
     }
 }

@@ -122,14 +122,12 @@ mod link;
 mod message;
 mod stream;
 
-pub use frame::{Frame, FrameError, Kind, HEADER_LEN, MAGIC, MAX_FRAME, MAX_PAYLOAD};
+pub use frame::{Decoder, Frame, FrameError, Kind, HEADER_LEN, MAGIC, MAX_FRAME, MAX_PAYLOAD};
 pub use link::{
-    Link, LinkError, HANDSHAKE_TIMEOUT, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS,
-    WINDOW_UPDATE_THRESHOLD,
+    Link, LinkError, HANDSHAKE_TIMEOUT, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD,
 };
 pub use message::{
-    DaemonStatus, ExitStatus, Expected, Hello, ProgramStatus, Reason, Request, Response, Role,
-    RunRequest,
+    DaemonStatus, ExitStatus, Expected, Hello, ProgramStatus, Reason, Request, Response, Role, RunRequest,
 };
 pub use stream::{Event, StreamError, StreamHandle};
 

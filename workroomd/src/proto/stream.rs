@@ -33,9 +33,7 @@ use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::frame::{Frame, FrameError, Kind, MAX_PAYLOAD};
-use super::link::{
-    Keepalive, Shared, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD,
-};
+use super::link::{Keepalive, Shared, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD};
 use super::message::{ExitStatus, Reason, Response, Role};
 
 /// Data frames are queued as they arrive, but a chunk smaller than this is
@@ -111,25 +109,14 @@ impl Drop for Guard {
     fn drop(&mut self) {
         self.shared.forget(self.stream.id);
         if let Some(message) = self.stream.abandon() {
-            self.shared
-                .send_soon(reason_frame(Kind::Reset, self.stream.id, message));
+            self.shared.send_soon(reason_frame(Kind::Reset, self.stream.id, message));
         }
     }
 }
 
 impl StreamHandle {
-    pub(super) fn new(
-        stream: Arc<Stream>,
-        shared: Arc<Shared>,
-        keepalive: Arc<Keepalive>,
-    ) -> StreamHandle {
-        StreamHandle {
-            guard: Arc::new(Guard {
-                stream,
-                shared,
-                _keepalive: keepalive,
-            }),
-        }
+    pub(super) fn new(stream: Arc<Stream>, shared: Arc<Shared>, keepalive: Arc<Keepalive>) -> StreamHandle {
+        StreamHandle { guard: Arc::new(Guard { stream, shared, _keepalive: keepalive }) }
     }
 
     /// The stream id: odd when the host opened it, even for the daemon.
@@ -145,9 +132,7 @@ impl StreamHandle {
         let frame = json_frame(Kind::Reply, self.id(), &response)?;
         let stream = self.stream();
         if stream.opener {
-            return Err(StreamError::Misuse(
-                "only the side that accepted a stream replies",
-            ));
+            return Err(StreamError::Misuse("only the side that accepted a stream replies"));
         }
         self.send_with(move |state| {
             if state.replied {
@@ -168,9 +153,7 @@ impl StreamHandle {
     pub async fn recv_reply(&self) -> Result<Response, StreamError> {
         let stream = self.stream();
         if !stream.opener {
-            return Err(StreamError::Misuse(
-                "only the side that opened a stream receives a reply",
-            ));
+            return Err(StreamError::Misuse("only the side that opened a stream receives a reply"));
         }
         loop {
             let notified = stream.readable.notified();
@@ -296,13 +279,7 @@ impl StreamHandle {
         &self,
         decide: impl FnOnce(&mut State) -> Result<Option<Frame>, StreamError>,
     ) -> Result<(), StreamError> {
-        let permit = self
-            .guard
-            .shared
-            .tx
-            .reserve()
-            .await
-            .map_err(|_| self.link_closed())?;
+        let permit = self.guard.shared.tx.reserve().await.map_err(|_| self.link_closed())?;
         let frame = decide(&mut self.stream().lock())?;
         if let Some(frame) = frame {
             permit.send(frame);
@@ -317,13 +294,7 @@ impl StreamHandle {
         stream.lock().check_send(stream)?;
         while !bytes.is_empty() {
             self.wait_for_credit().await?;
-            let permit = self
-                .guard
-                .shared
-                .tx
-                .reserve()
-                .await
-                .map_err(|_| self.link_closed())?;
+            let permit = self.guard.shared.tx.reserve().await.map_err(|_| self.link_closed())?;
             let n = {
                 let mut state = stream.lock();
                 state.check_send(stream)?;
@@ -335,8 +306,7 @@ impl StreamHandle {
                 // Another task of this stream spent the credit meanwhile.
                 continue;
             }
-            let frame = Frame::new(kind, stream.id, bytes[..n].to_vec())
-                .expect("a data chunk is under the frame cap");
+            let frame = Frame::new(kind, stream.id, bytes[..n].to_vec()).expect("a data chunk is under the frame cap");
             permit.send(frame);
             bytes = &bytes[n..];
         }
@@ -437,22 +407,13 @@ impl Stream {
             peer_credit: INITIAL_WINDOW,
             ..State::default()
         };
-        Stream {
-            id,
-            opener,
-            peer,
-            state: Mutex::new(state),
-            readable: Notify::new(),
-            writable: Notify::new(),
-        }
+        Stream { id, opener, peer, state: Mutex::new(state), readable: Notify::new(), writable: Notify::new() }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // No code panics while holding this lock; if one did, the state is
         // still consistent enough to end the stream, so poison is ignored.
-        self.state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
     fn wake_all(&self) {
@@ -484,8 +445,8 @@ impl Stream {
         if !self.opener {
             return Err(format!("a reply on stream {id}, which it opened itself"));
         }
-        let response: Response = serde_json::from_slice(payload)
-            .map_err(|e| format!("unreadable reply on stream {id}: {e}"))?;
+        let response: Response =
+            serde_json::from_slice(payload).map_err(|e| format!("unreadable reply on stream {id}: {e}"))?;
         let mut state = self.lock();
         if state.replied {
             return Err(format!("a second reply on stream {id}"));
@@ -500,8 +461,8 @@ impl Stream {
 
     fn on_exit(&self, payload: &[u8]) -> Result<(), String> {
         let id = self.id;
-        let status: ExitStatus = serde_json::from_slice(payload)
-            .map_err(|e| format!("unreadable exit status on stream {id}: {e}"))?;
+        let status: ExitStatus =
+            serde_json::from_slice(payload).map_err(|e| format!("unreadable exit status on stream {id}: {e}"))?;
         let mut state = self.lock();
         if state.eof_received {
             return Err(format!("an exit status after eof on stream {id}"));
@@ -515,9 +476,8 @@ impl Stream {
 
     fn on_window(&self, payload: &[u8]) -> Result<(), String> {
         let id = self.id;
-        let bytes: [u8; 4] = payload
-            .try_into()
-            .map_err(|_| format!("a {}-byte window frame on stream {id}", payload.len()))?;
+        let bytes: [u8; 4] =
+            payload.try_into().map_err(|_| format!("a {}-byte window frame on stream {id}", payload.len()))?;
         let mut state = self.lock();
         state.send_credit += u32::from_be_bytes(bytes) as usize;
         if state.send_credit > INITIAL_WINDOW {
@@ -529,8 +489,8 @@ impl Stream {
     }
 
     fn on_reset(&self, payload: &[u8]) -> Result<(), String> {
-        let reason: Reason = serde_json::from_slice(payload)
-            .map_err(|e| format!("unreadable reset on stream {}: {e}", self.id))?;
+        let reason: Reason =
+            serde_json::from_slice(payload).map_err(|e| format!("unreadable reset on stream {}: {e}", self.id))?;
         let mut state = self.lock();
         if state.abort.is_none() {
             state.abort = Some(Abort::Peer(reason.message));
@@ -593,10 +553,7 @@ impl State {
         match &self.abort {
             None => Ok(()),
             Some(Abort::Local) => Err(StreamError::LocallyReset),
-            Some(Abort::Peer(message)) => Err(StreamError::Reset {
-                peer,
-                message: message.clone(),
-            }),
+            Some(Abort::Peer(message)) => Err(StreamError::Reset { peer, message: message.clone() }),
             Some(Abort::Link(reason)) => Err(StreamError::LinkClosed(reason.clone())),
         }
     }
@@ -608,9 +565,7 @@ impl State {
             return Err(StreamError::Closed);
         }
         if !stream.opener && !self.replied {
-            return Err(StreamError::Misuse(
-                "reply to an accepted stream before sending on it",
-            ));
+            return Err(StreamError::Misuse("reply to an accepted stream before sending on it"));
         }
         Ok(())
     }
@@ -693,31 +648,19 @@ impl State {
     fn next_chunk(&mut self) -> Option<Event> {
         let stderr_first = self.stderr_next;
         let (chunk, was_stderr) = if stderr_first {
-            self.stderr
-                .pop()
-                .map(|c| (c, true))
-                .or_else(|| self.stdout.pop().map(|c| (c, false)))?
+            self.stderr.pop().map(|c| (c, true)).or_else(|| self.stdout.pop().map(|c| (c, false)))?
         } else {
-            self.stdout
-                .pop()
-                .map(|c| (c, false))
-                .or_else(|| self.stderr.pop().map(|c| (c, true)))?
+            self.stdout.pop().map(|c| (c, false)).or_else(|| self.stderr.pop().map(|c| (c, true)))?
         };
         self.stderr_next = !was_stderr;
         self.buffered -= chunk.len();
         self.unacked += chunk.len();
-        Some(if was_stderr {
-            Event::Stderr(chunk)
-        } else {
-            Event::Data(chunk)
-        })
+        Some(if was_stderr { Event::Stderr(chunk) } else { Event::Data(chunk) })
     }
 
     fn wants_grant(&mut self) -> bool {
-        let wanted = !self.grant_queued
-            && self.unacked >= WINDOW_UPDATE_THRESHOLD
-            && !self.in_done
-            && self.abort.is_none();
+        let wanted =
+            !self.grant_queued && self.unacked >= WINDOW_UPDATE_THRESHOLD && !self.in_done && self.abort.is_none();
         if wanted {
             self.grant_queued = true;
         }
