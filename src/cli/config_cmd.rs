@@ -7,7 +7,15 @@ use crate::config::{self, Command, Hook, LoadRequest, Loaded, Source};
 use crate::output;
 
 pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
-    let loaded = config::load(&LoadRequest::new(&args.workspace_folder, args.config.clone()))?;
+    // As the reference's read-configuration: `${devcontainerId}` and
+    // `${containerEnv:...}` are substituted only when the room exists.
+    let mut request =
+        LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
+    let mut loaded = config::load(&request)?;
+    if let Some(env) = room_env(&loaded) {
+        request.container_env = Some(env);
+        loaded = config::load(&request)?;
+    }
     if as_json {
         output::print_json(&loaded.reference_json())?;
     } else {
@@ -17,6 +25,20 @@ pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
         eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
     }
     Ok(0)
+}
+
+/// The environment of the workspace's room, if the engine answers and the
+/// room exists. An unreachable engine is not an error here: the
+/// configuration is still worth printing, with those variables as written.
+fn room_env(loaded: &Loaded) -> Option<std::collections::HashMap<String, String>> {
+    let name = crate::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+    runtime.block_on(async {
+        let engine = crate::engine::Engine::connect().await.ok()?;
+        let room = engine.inspect_container(&name).await.ok()??;
+        let env = room.config?.env?;
+        Some(env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    })
 }
 
 fn summary(loaded: &Loaded) -> String {
