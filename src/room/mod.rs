@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod hooks;
 pub mod image;
+pub mod ready;
 pub mod up;
 
 use crate::engine::{Engine, EngineError};

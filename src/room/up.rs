@@ -5,7 +5,7 @@
 //! A refused `up` leaves nothing behind: a container it created is removed,
 //! with the named volumes the engine made for it.
 
-use super::{daemon, hooks, image};
+use super::{daemon, hooks, image, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
@@ -58,20 +58,34 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     };
     check_compatible(&container, loaded, &name)?;
     let id = container.id.clone().unwrap_or_else(|| name.clone());
+    let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
+    let result = |created| UpResult {
+        name: name.clone(),
+        container_id: id.clone(),
+        remote_user: remote_user.clone(),
+        remote_workspace_folder: loaded.workspace.folder.clone(),
+        created,
+    };
+    // The fast path: running, hooks recorded done for this start, and no
+    // postAttach to run: nothing is due, so no link to the daemon is needed.
+    let running = container.state.as_ref().and_then(|s| s.running) == Some(true);
+    let started_at = container.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
+    let attach_due = options.post_attach && loaded.model.lifecycle.get(Hook::PostAttach).is_some();
+    if running && !created && !attach_due && ready::is_done(&id, &started_at) {
+        return Ok(result(false));
+    }
     ensure_running(engine, &container, &name).await?;
 
     let link = wait_for_daemon(engine, &id).await?;
-    let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
     let container_env = container_env(&container);
     let ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     hooks::run_due(&link, &ctx, options.post_attach).await?;
-    Ok(UpResult {
-        name,
-        container_id: id,
-        remote_user,
-        remote_workspace_folder: loaded.workspace.folder.clone(),
-        created,
-    })
+    // Remember that this start needs nothing more (the start time is read
+    // after the start, so a room we just started records its own).
+    if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
+        ready::mark_done(&id, &started);
+    }
+    Ok(result(created))
 }
 
 enum Created {
@@ -86,6 +100,10 @@ enum Created {
 /// made for it are removed again.
 async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Result<Created> {
     let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX));
+    // A dry plan first: what the config cannot make (an unsupported runArg, a
+    // bad mount) is refused before a build or pull leaves an image behind.
+    // The plan is pure; the image facts only shape the program and the user.
+    create::plan(name, "", loaded, &create::ImageFacts::default())?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let plan = create::plan(name, &image, loaded, &facts)?;
     let binary = daemon::binary()?;
@@ -97,17 +115,27 @@ async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Re
             volumes_before.push(v.clone());
         }
     }
-    let id = match engine.create_container(name, plan.body.clone()).await {
-        Ok(id) => id,
-        Err(EngineError::Refused { status: 409, .. }) => {
-            // Another `up` of this workspace created it first: use theirs.
-            let c = engine
-                .inspect_container(name)
-                .await?
-                .with_context(|| format!("{name} was being created by another workroom and vanished"))?;
-            return Ok(Created::Theirs(c));
+    // Another `up` of this workspace may create it first (409): use theirs.
+    // The engine reserves the name before the container can be inspected, so
+    // for a moment the name is taken yet "no such container"; and a peer's
+    // failed `up` removes what it made. Either way: look again, or create.
+    let deadline = Instant::now() + PEER_CREATE_WAIT;
+    let mut pause = Duration::from_millis(10);
+    let id = loop {
+        match engine.create_container(name, plan.body.clone()).await {
+            Ok(id) => break id,
+            Err(EngineError::Refused { status: 409, .. }) => {
+                if let Some(c) = engine.inspect_container(name).await? {
+                    return Ok(Created::Theirs(c));
+                }
+                if Instant::now() >= deadline {
+                    bail!("{name} is taken but cannot be inspected (another workroom creating it?); try `up` again");
+                }
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => return Err(e.into()),
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
     };
     let prepared = async {
         engine.upload(&id, "/", tar).await.context("upload the daemon into the room")?;

@@ -1,0 +1,60 @@
+//! A host-side record that a room's hooks are done for one container start,
+//! so `up` on a running room where nothing is due answers from one inspect,
+//! without a `docker exec` of the relay (which costs more than everything
+//! else `up` does).
+//!
+//! The record is keyed by container id and holds `State.StartedAt`, which the
+//! engine changes on every start: a restart makes the record stale by
+//! construction and `up` asks the daemon again. The daemon's markers stay the
+//! authority; this only remembers that they said "nothing due".
+
+use std::path::PathBuf;
+
+fn record_path(container_id: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    // Ids are hex; anything else is not ours to turn into a path.
+    container_id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric())
+        .then(|| base.join("workroom").join("ready").join(container_id))
+}
+
+/// Whether the hooks are recorded done for the start at `started_at`.
+pub fn is_done(container_id: &str, started_at: &str) -> bool {
+    record_path(container_id)
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .is_some_and(|recorded| !started_at.is_empty() && recorded == started_at)
+}
+
+/// Records the hooks done for this start; failures only cost speed later.
+pub fn mark_done(container_id: &str, started_at: &str) {
+    let Some(path) = record_path(container_id) else { return };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, started_at).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_holds_for_its_start_only() {
+        let dir = tempfile::tempdir().unwrap();
+        // SAFETY: tests in this module are the only readers of this variable
+        // and run on one thread.
+        unsafe { std::env::set_var("XDG_CACHE_HOME", dir.path()) };
+        assert!(!is_done("abc123", "2026-11-29T10:00:00Z"));
+        mark_done("abc123", "2026-11-29T10:00:00Z");
+        assert!(is_done("abc123", "2026-11-29T10:00:00Z"));
+        assert!(!is_done("abc123", "2026-11-29T11:00:00Z"), "a restart makes it stale");
+        assert!(!is_done("abc123", ""), "an unknown start time is never done");
+        assert!(!is_done("../x", "2026-11-29T10:00:00Z"));
+    }
+}
