@@ -123,9 +123,13 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    let claim = format!("running:{}:{}", std::process::id(), nonce());
+    let claim = format!("running:{}:{}:{}", host_name(), std::process::id(), nonce());
     let deadline = Instant::now() + CLAIM_WAIT;
-    let mut expected = expected;
+    // A claim the caller read earlier is another `up` at work, not a value to
+    // claim from: compare-and-set against it would take its work over while
+    // it runs (postStart ran twice under concurrent `up`s). Start from
+    // "absent" instead, so the loop waits for that claim like any other.
+    let mut expected = expected.filter(|v| !v.starts_with("running:"));
     let mut pause = Duration::from_millis(50);
     loop {
         let (applied, current) = link.set_marker(key, Some(claim.clone()), expected.clone()).await?;
@@ -134,7 +138,7 @@ where
         }
         match current.as_deref() {
             Some(v) if v == done => return Ok(true),
-            Some(v) if v.starts_with("running:") && Instant::now() < deadline => {
+            Some(v) if v.starts_with("running:") && !is_abandoned(v) && Instant::now() < deadline => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
@@ -153,6 +157,20 @@ where
             Err(e)
         }
     }
+}
+
+/// A claim is abandoned when it was made on this machine by a process that
+/// is gone (an `up` killed mid-hook): it is taken over at once instead of
+/// after `CLAIM_WAIT`. A claim from another machine (a shared remote engine)
+/// cannot be checked and is waited for.
+fn is_abandoned(claim: &str) -> bool {
+    let mut parts = claim.splitn(4, ':').skip(1);
+    let (Some(host), Some(pid)) = (parts.next(), parts.next()) else { return false };
+    host == host_name() && pid.parse::<u32>().is_ok_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().replace(':', "_")).unwrap_or_default()
 }
 
 fn nonce() -> u64 {
@@ -214,4 +232,20 @@ pub async fn run_on_host(cmd: &Command, folder: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_of_a_dead_local_process_is_abandoned_and_a_live_or_foreign_one_is_not() {
+        let me = format!("running:{}:{}:1", host_name(), std::process::id());
+        assert!(!is_abandoned(&me));
+        // Pids are below /proc/sys/kernel/pid_max (at most 2^22).
+        let dead = format!("running:{}:{}:1", host_name(), 1u32 << 23);
+        assert!(is_abandoned(&dead));
+        assert!(!is_abandoned(&format!("running:another-machine:{}:1", 1u32 << 23)));
+        assert!(!is_abandoned("running:garbage"));
+    }
 }
