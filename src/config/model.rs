@@ -346,6 +346,20 @@ impl Reader<'_> {
         }
     }
 
+    /// The items of an array property; absent or null is no items.
+    fn items<'j>(
+        &self,
+        json: &'j Map<String, Value>,
+        key: &str,
+        expected: &'static str,
+    ) -> Result<&'j [Value], ConfigError> {
+        match json.get(key) {
+            None | Some(Value::Null) => Ok(&[]),
+            Some(Value::Array(items)) => Ok(items),
+            Some(other) => Err(self.type_error(key, expected, other)),
+        }
+    }
+
     fn string(&self, json: &Map<String, Value>, key: &str) -> Result<Option<String>, ConfigError> {
         match json.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -391,18 +405,14 @@ impl Reader<'_> {
     }
 
     fn strings(&self, json: &Map<String, Value>, key: &str) -> Result<Vec<String>, ConfigError> {
-        match json.get(key) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| match item {
-                    Value::String(s) => Ok(s.clone()),
-                    other => Err(self.type_error(format!("{key}[{i}]"), "a string", other)),
-                })
-                .collect(),
-            Some(other) => Err(self.type_error(key, "an array of strings", other)),
-        }
+        self.items(json, key, "an array of strings")?
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(self.type_error(format!("{key}[{i}]"), "a string", other)),
+            })
+            .collect()
     }
 
     fn string_or_strings(&self, json: &Map<String, Value>, key: &str) -> Result<Vec<String>, ConfigError> {
@@ -461,12 +471,7 @@ impl Reader<'_> {
 
     fn forward_ports(&self, json: &Map<String, Value>) -> Result<Vec<ForwardPort>, ConfigError> {
         const EXPECTED: &str = "a port number from 1 to 65535 or a string \"host:port\"";
-        let items = match json.get("forwardPorts") {
-            None | Some(Value::Null) => return Ok(Vec::new()),
-            Some(Value::Array(items)) => items,
-            Some(other) => return Err(self.type_error("forwardPorts", "an array of ports", other)),
-        };
-        items
+        self.items(json, "forwardPorts", "an array of ports")?
             .iter()
             .enumerate()
             .map(|(i, v)| {
@@ -531,12 +536,7 @@ impl Reader<'_> {
     }
 
     fn mounts(&self, json: &Map<String, Value>) -> Result<Vec<Mount>, ConfigError> {
-        let items = match json.get("mounts") {
-            None | Some(Value::Null) => return Ok(Vec::new()),
-            Some(Value::Array(items)) => items,
-            Some(other) => return Err(self.type_error("mounts", "an array", other)),
-        };
-        items
+        self.items(json, "mounts", "an array")?
             .iter()
             .enumerate()
             .map(|(i, v)| {
