@@ -108,14 +108,24 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
     });
     let mut out = tokio::io::stdout();
     let mut buf = vec![0u8; 64 * 1024];
-    let mut head = Vec::new();
+    // The engine's own complaint when it cannot start the program comes on
+    // the exec's stdout (Docker 20.10) before any byte of the command's: it
+    // is held back and, if the exit status confirms it, goes to stderr, so
+    // the command's stdout carries only the command's bytes.
+    let mut held = Vec::new();
+    let mut first = true;
     loop {
         let n = stream.output.read(&mut buf).await?;
         if n == 0 {
             break;
         }
-        if head.len() < 4096 {
-            head.extend_from_slice(&buf[..n.min(4096)]);
+        if first && buf[..n].starts_with(ENGINE_EXEC_FAILED.as_bytes()) {
+            held.extend_from_slice(&buf[..n]);
+            continue;
+        }
+        first = false;
+        if !held.is_empty() && out.write_all(&std::mem::take(&mut held)).await.is_err() {
+            break;
         }
         if out.write_all(&buf[..n]).await.is_err() {
             break;
@@ -130,17 +140,43 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
     drop(stream.output);
     let err_head = stderr_task.await.unwrap_or_default();
     let code = engine.exec_exit_code(&stream.id).await?.unwrap_or(EXIT_WORKROOM_FAILED as i64) as i32;
-    if (code == 126 || code == 127) && {
-        let text = String::from_utf8_lossy(&head).into_owned() + &String::from_utf8_lossy(&err_head);
-        text.contains("OCI runtime exec failed")
-    } {
-        eprintln!(
-            "workroom: the engine could not run `{}` in {id}: {}",
-            spec.argv[0],
-            if code == 127 { "not found in PATH" } else { "not executable" }
-        );
+    let said = String::from_utf8_lossy(&held).into_owned() + &String::from_utf8_lossy(&err_head);
+    match engine_exec_failure(code, &said) {
+        Some(code) => {
+            let _ = std::io::stderr().write_all(&held);
+            eprintln!(
+                "workroom: the engine could not run `{}` in {id}: {}",
+                spec.argv[0],
+                if code == EXIT_NOT_FOUND { "not found in PATH" } else { "not executable" }
+            );
+            Ok(code)
+        }
+        None => {
+            // Not the engine's: the command's own output after all.
+            let _ = out.write_all(&held).await;
+            let _ = out.flush().await;
+            Ok(code)
+        }
     }
-    Ok(code)
+}
+
+/// How the engine's message begins when it could not start the program.
+const ENGINE_EXEC_FAILED: &str = "OCI runtime exec failed";
+
+/// `docker exec`'s statuses for a program the engine could not run.
+const EXIT_NOT_EXECUTABLE: i32 = 126;
+const EXIT_NOT_FOUND: i32 = 127;
+
+/// The status to report when the engine, not the command, failed: 127 for a
+/// program not found, 126 for one not executable. Docker 20.10 reports both
+/// as 126 (newer engines say 127 for not found), so the engine's message
+/// decides; a 126/127 without that message is the command's own.
+fn engine_exec_failure(code: i32, said: &str) -> Option<i32> {
+    if !(code == EXIT_NOT_EXECUTABLE || code == EXIT_NOT_FOUND) || !said.contains(ENGINE_EXEC_FAILED) {
+        return None;
+    }
+    let not_found = ["executable file not found", "no such file or directory"].iter().any(|m| said.contains(m));
+    Some(if not_found { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
 }
 
 fn terminal_size() -> Option<(u16, u16)> {
@@ -173,5 +209,29 @@ impl RawTerminal {
 impl Drop for RawTerminal {
     fn drop(&mut self) {
         let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, &self.saved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_the_engine_cannot_find_is_127_even_when_docker_says_126() {
+        let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown";
+        assert_eq!(engine_exec_failure(126, said), Some(127));
+        assert_eq!(engine_exec_failure(127, said), Some(127));
+    }
+
+    #[test]
+    fn a_program_the_engine_cannot_execute_is_126() {
+        let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc/passwd\": permission denied: unknown";
+        assert_eq!(engine_exec_failure(126, said), Some(126));
+    }
+
+    #[test]
+    fn a_command_exiting_126_or_127_by_itself_is_passed_through() {
+        assert_eq!(engine_exec_failure(127, "sh: nope: not found"), None);
+        assert_eq!(engine_exec_failure(1, "OCI runtime exec failed: ... not found"), None);
     }
 }

@@ -41,10 +41,12 @@ pub struct CreatePlan {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error("{config}: {source}")]
-    RunArgs { config: String, source: run_args::RunArgsError },
-    #[error("{config}: `{property}`: {source}")]
-    Mount { config: String, property: String, source: mounts::MountError },
+    // The problem is in the message and deliberately not a `source`: the
+    // error chain printed on one line would say it twice.
+    #[error("{config}: {problem}")]
+    RunArgs { config: String, problem: run_args::RunArgsError },
+    #[error("{config}: `{property}`: {problem}")]
+    Mount { config: String, property: String, problem: mounts::MountError },
 }
 
 /// The user hooks, panes and `exec` run as: `remoteUser`, else
@@ -62,24 +64,24 @@ pub fn remote_user(loaded: &Loaded, image: &ImageFacts) -> String {
 pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
     let m = &loaded.model;
     let config = loaded.config_path.display().to_string();
-    let run = run_args::parse(&m.run_args).map_err(|source| PlanError::RunArgs { config: config.clone(), source })?;
+    let run = run_args::parse(&m.run_args).map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
     let remote_user = remote_user(loaded, facts);
 
     let mut specs: Vec<(String, MountSpec)> = Vec::new();
     if let Some(ws) = &loaded.workspace.mount {
-        let spec = mounts::parse(ws).map_err(|source| PlanError::Mount {
+        let spec = mounts::parse(ws).map_err(|problem| PlanError::Mount {
             config: config.clone(),
             property: "workspaceMount".into(),
-            source,
+            problem,
         })?;
         specs.push(("workspaceMount".into(), spec));
     }
     for (i, mount) in m.mounts.iter().enumerate() {
         let property = format!("mounts[{i}]");
-        let spec = mounts::from_config(mount).map_err(|source| PlanError::Mount {
+        let spec = mounts::from_config(mount).map_err(|problem| PlanError::Mount {
             config: config.clone(),
             property: property.clone(),
-            source,
+            problem,
         })?;
         specs.push((property, spec));
     }

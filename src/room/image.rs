@@ -92,16 +92,71 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), Im
     eprintln!("building {} (context {})", build.dockerfile.display(), build.context.display());
     let mut stream = engine.docker().build_image(options, None, Some(bollard::body_full(context.into())));
     let mut err = std::io::stderr();
-    while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| fail(root_cause(&e)))?;
+    let mut made = BuildSteps::default();
+    let failure = loop {
+        let Some(item) = stream.next().await else { break None };
+        let info = match item {
+            Ok(info) => info,
+            Err(e) => break Some(root_cause(&e)),
+        };
         if let Some(e) = info.error_detail.and_then(|d| d.message) {
-            return Err(fail(e));
+            break Some(e);
         }
         if let Some(text) = info.stream {
+            made.feed(&text);
             let _ = err.write_all(text.as_bytes());
         }
+    };
+    match failure {
+        None => Ok(()),
+        Some(reason) => {
+            remove_made(engine, &made.images).await;
+            Err(fail(reason))
+        }
     }
-    Ok(())
+}
+
+/// The images a build committed itself, read from the classic builder's
+/// progress lines: in each `Step`, a ` ---> <id>` after ` ---> Running in`
+/// is a layer this build made. A `FROM` image or a cached step's ` ---> <id>`
+/// comes without `Running in`, so it is never counted: those images were
+/// there before and are not ours to remove.
+#[derive(Debug, Default)]
+struct BuildSteps {
+    partial: String,
+    ran: bool,
+    images: Vec<String>,
+}
+
+impl BuildSteps {
+    fn feed(&mut self, text: &str) {
+        self.partial.push_str(text);
+        while let Some(pos) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=pos).collect();
+            let line = line.trim_end();
+            if line.starts_with("Step ") {
+                self.ran = false;
+            } else if let Some(rest) = line.strip_prefix(" ---> ") {
+                if rest.starts_with("Running in ") {
+                    self.ran = true;
+                } else if self.ran && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_hexdigit()) {
+                    self.images.push(rest.to_string());
+                    self.ran = false;
+                }
+            }
+        }
+    }
+}
+
+/// A failed classic build keeps the layers of the steps that succeeded (as
+/// cache); a refused `up` must leave no image behind, so they go, newest
+/// first (each is the parent of the next). Failures are ignored: an image
+/// another build has since used as its parent stays, which is right.
+async fn remove_made(engine: &Engine, images: &[String]) {
+    for id in images.iter().rev() {
+        let options = bollard::query_parameters::RemoveImageOptions { force: false, noprune: false, platforms: None };
+        let _ = engine.docker().remove_image(id, Some(options), None).await;
+    }
 }
 
 /// The build context as a tar; a Dockerfile outside the context is added
@@ -127,4 +182,22 @@ fn root_cause(e: &dyn std::error::Error) -> String {
         source = inner;
     }
     source.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_layers_a_build_committed_count_as_made() {
+        let mut steps = BuildSteps::default();
+        let log = "Step 1/4 : FROM base\n ---> 4381118ed4a7\nStep 2/4 : RUN make\n ---> Using cache\n ---> 1111aaaa2222\n\
+            Step 3/4 : LABEL a=b\n ---> Running in 0bb144caeb9a\nRemoving intermediate container 0bb144caeb9a\n ---> 7e44b2e8c434\n\
+            Step 4/4 : RUN exit 9\n ---> Running in 3d2991803e14\n";
+        // Fed in pieces that split lines, as the engine's stream does.
+        for chunk in log.as_bytes().chunks(7) {
+            steps.feed(std::str::from_utf8(chunk).unwrap());
+        }
+        assert_eq!(steps.images, ["7e44b2e8c434"]);
+    }
 }

@@ -28,14 +28,57 @@ impl Workspace {
     /// the label is added to `runArgs` here.
     pub fn new(config: serde_json::Value) -> Workspace {
         let dir = tempfile::Builder::new().prefix("wr-test-").tempdir().expect("temp dir");
-        let mut config = config;
-        let run_args = config.as_object_mut().unwrap().entry("runArgs").or_insert_with(|| serde_json::json!([]));
-        run_args
-            .as_array_mut()
-            .unwrap()
-            .extend([serde_json::json!("--label"), serde_json::json!(format!("{TEST_LABEL}=1"))]);
-        std::fs::write(dir.path().join(".devcontainer.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        std::fs::write(dir.path().join(".devcontainer.json"), labelled(config)).unwrap();
         Workspace { dir }
+    }
+
+    /// A workspace whose config is `.devcontainer/devcontainer.json`, with
+    /// `files` (name, content) beside it (a Dockerfile, say).
+    pub fn with_devcontainer_folder(config: serde_json::Value, files: &[(&str, &str)]) -> Workspace {
+        let dir = tempfile::Builder::new().prefix("wr-test-").tempdir().expect("temp dir");
+        let folder = dir.path().join(".devcontainer");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("devcontainer.json"), labelled(config)).unwrap();
+        for (name, content) in files {
+            std::fs::write(folder.join(name), content).unwrap();
+        }
+        Workspace { dir }
+    }
+
+    /// Lets a non-root remote user enter and write the workspace: the tests
+    /// run as root, so the temp folder is root's and 0700, where a real
+    /// workspace is the host user's (and `updateRemoteUserUID` maps it).
+    pub fn open_to_room_users(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(self.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+
+    /// A name unique to this workspace, for volumes, labels and containers a
+    /// test makes beside the room (lower-case: image references need it).
+    pub fn unique(&self) -> String {
+        self.dir.path().file_name().unwrap().to_string_lossy().to_lowercase()
+    }
+
+    /// `/workspaces/<basename>`, the default workspace folder in the room.
+    pub fn remote_folder(&self) -> String {
+        format!("/workspaces/{}", self.dir.path().file_name().unwrap().to_string_lossy())
+    }
+
+    /// A file of the workspace (which the room sees bind-mounted); empty if absent.
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path().join(name)).unwrap_or_default()
+    }
+
+    /// The tag a Dockerfile config's image gets (`workroom-build/<room>`).
+    pub fn build_tag(&self) -> String {
+        format!("workroom-build/{}", self.room_name().trim_start_matches("workroom-"))
+    }
+
+    /// Ids of every container, running or not, whose reference-CLI label
+    /// names this workspace: the rooms made for it, whatever their name.
+    pub fn containers(&self) -> Vec<String> {
+        let filter = format!("label=devcontainer.local_folder={}", self.folder());
+        docker_ok(&["ps", "-aq", "--no-trunc", "--filter", &filter]).lines().map(str::to_string).collect()
     }
 
     pub fn image(image: &str) -> Workspace {
@@ -53,10 +96,21 @@ impl Workspace {
     /// Runs `workroom ARGS --workspace-folder <this>` (the flag goes after
     /// the subcommand's own arguments but before `--`).
     pub fn workroom(&self, args: &[&str]) -> Output {
+        output_within(self.command(args), None)
+    }
+
+    /// `workroom ARGS --workspace-folder <this>` with `input` on its stdin.
+    pub fn workroom_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        output_within(self.command(args), Some(input))
+    }
+
+    /// The command `workroom` runs, to adjust (environment) before running
+    /// it with [`output_within`].
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(workroom_bin());
         let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
         cmd.args(&args[..split]).args(["--workspace-folder", &self.folder()]).args(&args[split..]);
-        cmd.output().expect("run workroom")
+        cmd
     }
 
     pub fn up(&self) -> Output {
@@ -90,6 +144,63 @@ impl Drop for Workspace {
         // Files the room wrote into the bind-mounted workspace may be root's;
         // TempDir removes them as we run as root in CI.
     }
+}
+
+/// The config with the test label added to its `runArgs`.
+fn labelled(mut config: serde_json::Value) -> String {
+    let run_args = config.as_object_mut().unwrap().entry("runArgs").or_insert_with(|| serde_json::json!([]));
+    run_args
+        .as_array_mut()
+        .unwrap()
+        .extend([serde_json::json!("--label"), serde_json::json!(format!("{TEST_LABEL}=1"))]);
+    serde_json::to_string_pretty(&config).unwrap()
+}
+
+/// How long one `workroom` or `docker` command of a test may take before the
+/// test fails instead of hanging: an image build and eight racing `up`s on a
+/// loaded two-core machine take well under a minute.
+pub const COMMAND_GUARD: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `cmd` with `input` on its stdin (none: an empty stdin) and collects
+/// its output; kills it and fails the test past [`COMMAND_GUARD`].
+pub fn output_within(cmd: Command, input: Option<&[u8]>) -> Output {
+    output_within_guard(cmd, input, COMMAND_GUARD)
+}
+
+/// [`output_within`] with a guard of the caller's.
+pub fn output_within_guard(mut cmd: Command, input: Option<&[u8]>, guard: std::time::Duration) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+        let input = input.to_vec();
+        // A thread, so a command that does not read its stdin cannot block us.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(guard) {
+        Ok(out) => out.expect("collect the output"),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            panic!("{cmd:?} did not finish within {guard:?}");
+        }
+    }
+}
+
+/// `workroom ARGS` with no workspace flag (`list`, `stop NAME`).
+pub fn run_workroom(args: &[&str]) -> Output {
+    let mut cmd = Command::new(workroom_bin());
+    cmd.args(args);
+    output_within(cmd, None)
 }
 
 pub fn remove_container(name: &str) {

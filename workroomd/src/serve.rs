@@ -112,12 +112,22 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
             return;
         }
     };
+    // Commands a host started end when that host goes away: a hook of an
+    // `up` that was killed has nobody to report to, and the next `up` runs
+    // it again (its claim is abandoned), so a survivor would run beside it.
+    let (gone, host_gone) = tokio::sync::watch::channel(false);
     while let Some((request, handle)) = link.accept().await {
-        tokio::spawn(handle_request(state.clone(), request, handle));
+        tokio::spawn(handle_request(state.clone(), request, handle, host_gone.clone()));
     }
+    let _ = gone.send(true);
 }
 
-async fn handle_request(state: Arc<State>, request: Request, handle: StreamHandle) {
+async fn handle_request(
+    state: Arc<State>,
+    request: Request,
+    handle: StreamHandle,
+    host_gone: tokio::sync::watch::Receiver<bool>,
+) {
     let result = match request {
         Request::Status => handle.reply(Response::Status(state.status())).await,
         Request::Users => {
@@ -136,7 +146,7 @@ async fn handle_request(state: Arc<State>, request: Request, handle: StreamHandl
             handle.reply(reply).await
         }
         Request::Echo => echo(&handle).await,
-        Request::Run(run) => run_command(&handle, run).await,
+        Request::Run(run) => run_command(&handle, run, host_gone).await,
     };
     if let Err(e) = result {
         eprintln!("workroomd: stream {}: {e}", handle.id());
@@ -155,7 +165,11 @@ async fn echo(handle: &StreamHandle) -> Result<(), workroomd::proto::StreamError
     Ok(())
 }
 
-async fn run_command(handle: &StreamHandle, run: RunRequest) -> Result<(), workroomd::proto::StreamError> {
+async fn run_command(
+    handle: &StreamHandle,
+    run: RunRequest,
+    mut host_gone: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), workroomd::proto::StreamError> {
     let user = match run.user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
         Err(e) => return handle.reply(Response::error(format!("user {}: {e}", run.user.unwrap_or_default()))).await,
@@ -211,8 +225,13 @@ async fn run_command(handle: &StreamHandle, run: RunRequest) -> Result<(), workr
         true
     };
     let outputs = async { tokio::join!(pump_out, pump_err) };
+    // Ends when the connection does (the sender is dropped or says so).
+    let gone = async move {
+        let _ = host_gone.wait_for(|gone| *gone).await;
+    };
     tokio::pin!(outputs);
     tokio::pin!(pump_in);
+    tokio::pin!(gone);
     let mut input_done = false;
     loop {
         tokio::select! {
@@ -220,9 +239,15 @@ async fn run_command(handle: &StreamHandle, run: RunRequest) -> Result<(), workr
             keep = &mut pump_in, if !input_done => {
                 input_done = true;
                 if !keep {
-                    let _ = child.start_kill();
+                    kill_group(&mut child);
                     return Ok(());
                 }
+            }
+            // The host went away after closing stdin (as hooks do), so no
+            // reset reaches `pump_in`: end the command all the same.
+            _ = &mut gone => {
+                kill_group(&mut child);
+                return Ok(());
             }
         }
     }
@@ -236,6 +261,16 @@ async fn run_command(handle: &StreamHandle, run: RunRequest) -> Result<(), workr
     };
     handle.send_exit(exit).await?;
     handle.send_eof().await
+}
+
+/// Kills the command and everything it started: it leads a session of its
+/// own (see `spawn::command`), so `sh -c "a; b"` does not leave `b` behind.
+fn kill_group(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) with a negative pid signals that process group.
+        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+    }
+    let _ = child.start_kill();
 }
 
 /// Runs the image's program (`overrideCommand: false`) and keeps its status.

@@ -1,0 +1,693 @@
+//! A room's life against the real engine, through the built `workroom`
+//! binary: `up` on each fixture image, `exec` as the remote user in the
+//! workspace folder, lifecycle hooks in order and only when due, list, stop
+//! and down, eight racing `up`s, refused `up`s that leave nothing behind,
+//! Dockerfile configs, and the reference CLI finding our room.
+//!
+//! Hooks report by appending to files in the workspace, which the room sees
+//! through its bind mount: the test reads them from the host.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::process::{Command, Output};
+
+/// What every hook and `exec` in these tests prints: who, where, and the
+/// remote and container environment they saw.
+const REPORT: &str = "$(id -un) $PWD $HOOK_VAR $CE";
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or_else(|| panic!("killed by a signal: {}", stderr(out)))
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    text.lines().collect()
+}
+
+/// A `remoteEnv`/`containerEnv` pair every case shares; `PATH` extends the
+/// room's own through `${containerEnv:PATH}`.
+fn env_config(image: &str) -> Value {
+    json!({
+        "image": image,
+        "containerEnv": { "CE": "from-container-env" },
+        "remoteEnv": {
+            "HOOK_VAR": "from-remote-env",
+            "PATH": "${containerEnv:PATH}:/opt/extra",
+        },
+    })
+}
+
+fn merge(mut base: Value, extra: Value) -> Value {
+    for (k, v) in extra.as_object().unwrap() {
+        base.as_object_mut().unwrap().insert(k.clone(), v.clone());
+    }
+    base
+}
+
+/// The `PATH` an image sets, which `${containerEnv:PATH}` resolves to.
+fn image_path(image: &str) -> String {
+    let env = docker_ok(&["image", "inspect", image, "--format", "{{range .Config.Env}}{{println .}}{{end}}"]);
+    env.lines().find_map(|l| l.strip_prefix("PATH=")).expect("the fixture image sets PATH").to_string()
+}
+
+/// A name no other test, nor another run of this file, uses at the same time.
+fn unique_name(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{prefix}-{}-{n}", std::process::id())
+}
+
+fn parse_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", stdout(out), stderr(out)))
+}
+
+// ---------------------------------------------------------------------------
+// up, then exec
+
+/// `up`, then `exec` runs as `user`, in the workspace folder, with the
+/// remote and container env; stdin, stdout, stderr and the exit status pass
+/// through; Docker's own failures are told apart from the command's.
+fn exec_runs_as_the_remote_user_in_the_workspace(image: &str, extra: Value, user: &str) {
+    let ws = Workspace::new(merge(env_config(image), extra));
+    ws.open_to_room_users();
+    ws.up();
+
+    let seen = ws.exec_ok(&["sh", "-c", &format!("echo {REPORT}; echo \"$PATH\"")]);
+    assert_eq!(
+        lines(&seen),
+        [
+            format!("{user} {} from-remote-env from-container-env", ws.remote_folder()),
+            format!("{}:/opt/extra", image_path(image)),
+        ]
+    );
+
+    let echoed = ws.workroom_with_stdin(&["exec", "--", "cat"], b"hi\n");
+    assert_eq!((code(&echoed), stdout(&echoed).as_str(), stderr(&echoed).as_str()), (0, "hi\n", ""));
+
+    let split = ws.exec(&["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(
+        (code(&split), stdout(&split).as_str(), stderr(&split).as_str()),
+        (7, "out\n", "err\n"),
+        "stdout and stderr stay apart and the status passes through"
+    );
+
+    let missing = ws.exec(&["workroom-no-such-program"]);
+    assert_eq!(code(&missing), 127, "a program the engine cannot find: {}", stderr(&missing));
+    assert!(
+        stderr(&missing).lines().any(|l| l.starts_with("workroom:") && l.contains("workroom-no-such-program")),
+        "a `workroom:` line names the missing program: {}",
+        stderr(&missing)
+    );
+    assert_eq!(stdout(&missing), "", "the engine's complaint is not the command's output");
+
+    // A shell's own 127 is the command's: no `workroom:` line.
+    let own = ws.exec(&["sh", "-c", "exit 127"]);
+    assert_eq!((code(&own), stderr(&own).contains("workroom:")), (127, false), "{}", stderr(&own));
+}
+
+#[test]
+fn exec_runs_as_root_in_the_workspace_with_the_remote_env_on_busybox() {
+    exec_runs_as_the_remote_user_in_the_workspace(BUSYBOX, json!({}), "root");
+}
+
+#[test]
+fn exec_runs_as_root_in_the_workspace_with_the_remote_env_on_debian() {
+    exec_runs_as_the_remote_user_in_the_workspace(DEBIAN, json!({}), "root");
+}
+
+#[test]
+fn exec_runs_as_the_image_user_in_the_workspace_on_debian_user() {
+    exec_runs_as_the_remote_user_in_the_workspace(DEBIAN_USER, json!({}), "dev");
+}
+
+#[test]
+fn exec_runs_as_the_remote_user_the_config_names_on_debian() {
+    exec_runs_as_the_remote_user_in_the_workspace(DEBIAN, json!({ "remoteUser": "dev" }), "dev");
+}
+
+#[test]
+fn exec_without_a_room_fails_with_125_and_says_to_run_up() {
+    let ws = Workspace::image(BUSYBOX);
+    let out = ws.exec(&["true"]);
+    assert_eq!(code(&out), 125, "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("workroom: no room for") && stderr(&out).contains("workroom up"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn up_json_prints_the_reference_result_shape() {
+    let ws = Workspace::image(DEBIAN_USER);
+    let out = ws.workroom(&["up", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result = parse_json(&out);
+    let id = docker_ok(&["inspect", &ws.room_name(), "--format", "{{.Id}}"]);
+    assert_eq!(
+        result,
+        json!({
+            "outcome": "success",
+            "containerId": id,
+            "remoteUser": "dev",
+            "remoteWorkspaceFolder": ws.remote_folder(),
+        })
+    );
+}
+
+// ---------------------------------------------------------------------------
+// lifecycle hooks
+
+/// Every hook in one of the three forms, each appending a report line to
+/// `hooks.log`; `initializeCommand` writes where it ran on the host.
+fn all_hooks(image: &str) -> Value {
+    let line = |name: &str| format!("echo {name} {REPORT} >> hooks.log");
+    merge(
+        env_config(image),
+        json!({
+            "initializeCommand": "echo initialize $(pwd) > init.log",
+            "onCreateCommand": line("onCreate"),
+            "updateContentCommand": ["sh", "-c", line("updateContent")],
+            "postCreateCommand": {
+                "first": line("postCreate:first"),
+                "second": ["sh", "-c", line("postCreate:second")],
+            },
+            "postStartCommand": line("postStart"),
+            "postAttachCommand": ["sh", "-c", line("postAttach")],
+        }),
+    )
+}
+
+fn hooks_run_in_order_as_the_remote_user(image: &str, extra: Value, user: &str) {
+    let ws = Workspace::new(merge(all_hooks(image), extra));
+    ws.open_to_room_users();
+    let out = ws.up();
+
+    assert_eq!(ws.read("init.log"), format!("initialize {}\n", ws.folder()), "initializeCommand runs on the host");
+    let report = |hook: &str| format!("{hook} {user} {} from-remote-env from-container-env", ws.remote_folder());
+    let log = ws.read("hooks.log");
+    let got = lines(&log);
+    assert_eq!(got.len(), 6, "{log}");
+    assert_eq!(got[..2], [report("onCreate"), report("updateContent")]);
+    // The parallel object's commands run at once: either order.
+    let mut parallel = got[2..4].to_vec();
+    parallel.sort();
+    assert_eq!(parallel, [report("postCreate:first"), report("postCreate:second")]);
+    assert_eq!(got[4..], [report("postStart"), report("postAttach")]);
+
+    // Output is streamed with the hook's name.
+    let said = stderr(&out);
+    for label in ["[initializeCommand]", "[onCreateCommand]", "[postCreateCommand:first]", "[postAttachCommand]"] {
+        assert!(said.contains(label), "{label} missing from: {said}");
+    }
+}
+
+#[test]
+fn hooks_run_in_order_as_root_in_the_workspace_with_the_remote_env_on_busybox() {
+    hooks_run_in_order_as_the_remote_user(BUSYBOX, json!({}), "root");
+}
+
+#[test]
+fn hooks_run_in_order_as_root_in_the_workspace_with_the_remote_env_on_debian() {
+    hooks_run_in_order_as_the_remote_user(DEBIAN, json!({}), "root");
+}
+
+#[test]
+fn hooks_run_in_order_as_the_image_user_on_debian_user() {
+    hooks_run_in_order_as_the_remote_user(DEBIAN_USER, json!({}), "dev");
+}
+
+#[test]
+fn hooks_run_as_the_remote_user_the_config_names_on_debian() {
+    hooks_run_in_order_as_the_remote_user(DEBIAN, json!({ "remoteUser": "dev" }), "dev");
+}
+
+#[test]
+fn a_failing_hook_stops_the_later_hooks_and_up_names_it() {
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "onCreateCommand": "echo onCreate >> hooks.log",
+        "updateContentCommand": ["sh", "-c", "echo failing >&2; exit 3"],
+        "postCreateCommand": "echo postCreate >> hooks.log",
+        "postStartCommand": "echo postStart >> hooks.log",
+        "postAttachCommand": "echo postAttach >> hooks.log",
+    }));
+    let out = ws.workroom(&["up"]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(said.contains("[updateContentCommand] failing"), "the hook's output is shown: {said}");
+    assert!(
+        said.lines().last().unwrap_or("").contains("updateContentCommand failed with exit code 3"),
+        "the last line names the hook: {said}"
+    );
+    assert_eq!(ws.read("hooks.log"), "onCreate\n");
+
+    // Again, with --json: the error in the reference shape, a non-zero exit,
+    // and still none of the later hooks.
+    let out = ws.workroom(&["up", "--json"]);
+    assert_ne!(code(&out), 0);
+    let result = parse_json(&out);
+    assert_eq!(result["outcome"], "error");
+    assert!(result["message"].as_str().unwrap().contains("updateContentCommand failed"), "{result}");
+    assert!(!ws.read("hooks.log").contains("post"), "{}", ws.read("hooks.log"));
+}
+
+#[test]
+fn a_failing_command_of_a_parallel_hook_is_named_and_stops_the_later_hooks() {
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "postCreateCommand": { "fine": "true", "broken": ["sh", "-c", "exit 4"] },
+        "postStartCommand": "echo postStart >> hooks.log",
+    }));
+    let out = ws.workroom(&["up"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("postCreateCommand:broken failed with exit code 4"), "{}", stderr(&out));
+    assert_eq!(ws.read("hooks.log"), "");
+}
+
+#[test]
+fn a_failing_initialize_command_makes_no_room() {
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "initializeCommand": ["sh", "-c", "exit 5"],
+        "onCreateCommand": "echo onCreate >> hooks.log",
+    }));
+    let out = ws.workroom(&["up"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("initializeCommand failed"), "{}", stderr(&out));
+    assert_eq!(ws.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn post_start_reruns_after_a_restart_and_once_only_hooks_never_rerun() {
+    let mark = |name: &str| format!("echo {name} >> hooks.log");
+    let ws = Workspace::new(json!({
+        "image": DEBIAN,
+        "onCreateCommand": mark("onCreate"),
+        "updateContentCommand": mark("updateContent"),
+        "postCreateCommand": mark("postCreate"),
+        "postStartCommand": mark("postStart"),
+        "postAttachCommand": mark("postAttach"),
+    }));
+    let first = ["onCreate", "updateContent", "postCreate", "postStart", "postAttach"];
+    ws.up();
+    assert_eq!(lines(&ws.read("hooks.log")), first);
+
+    // A plain second `up` (reattach) runs postAttach alone.
+    ws.up();
+    assert_eq!(lines(&ws.read("hooks.log")), [&first[..], &["postAttach"]].concat());
+
+    // After the container restarts, postStart is due once more.
+    docker_ok(&["restart", "-t", "1", &ws.room_name()]);
+    ws.up();
+    assert_eq!(lines(&ws.read("hooks.log")), [&first[..], &["postAttach", "postStart", "postAttach"]].concat());
+
+    // `--skip-post-attach` skips it; nothing else is due.
+    let out = ws.workroom(&["up", "--skip-post-attach"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(lines(&ws.read("hooks.log")).len(), 8);
+}
+
+#[test]
+fn an_up_killed_during_a_hook_neither_blocks_the_next_up_nor_leaves_the_hook_running() {
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        // The first run hangs; a rerun (by the next `up`) goes straight through.
+        "onCreateCommand": "echo begun >> hooks.log; [ -e ran-once ] || { touch ran-once; sleep 600; }",
+        "postCreateCommand": "echo postCreate >> hooks.log",
+    }));
+    let mut first = ws.command(&["up"]);
+    first.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut first = first.spawn().expect("start the first up");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ws.read("hooks.log").contains("begun") {
+        assert!(std::time::Instant::now() < deadline, "onCreateCommand never began");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    // Interrupted hooks are due again: the next `up` runs them, promptly.
+    let out = output_within_guard(ws.command(&["up"]), None, std::time::Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(ws.read("hooks.log").ends_with("postCreate\n"), "{}", ws.read("hooks.log"));
+
+    // The killed `up`'s hook does not linger in the room beside the rerun:
+    // the daemon ends what a host that went away started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let ps = docker_ok(&["exec", &ws.room_name(), "ps", "-o", "pid,args"]);
+        if !ps.contains("sleep 600") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the abandoned hook still runs:\n{ps}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// list, stop, down
+
+fn listed(name: &str) -> Option<Value> {
+    let out = run_workroom(&["list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rooms = parse_json(&out);
+    rooms.as_array().expect("list --json prints an array").iter().find(|r| r["name"] == name).cloned()
+}
+
+fn state(name: &str) -> String {
+    docker_ok(&["inspect", name, "--format", "{{.State.Status}}"])
+}
+
+#[test]
+fn list_shows_the_room_stop_stops_it_up_starts_it_and_down_removes_it() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "postStartCommand": "echo postStart >> hooks.log" }));
+    ws.up();
+    let name = ws.room_name();
+
+    let table = run_workroom(&["list"]);
+    assert!(table.status.success());
+    let row = stdout(&table).lines().find(|l| l.starts_with(&name)).map(str::to_string);
+    let row = row.unwrap_or_else(|| panic!("{name} not in: {}", stdout(&table)));
+    assert!(row.contains("running") && row.contains(BUSYBOX) && row.ends_with(&ws.folder()), "{row}");
+    let room = listed(&name).expect("list --json shows the room");
+    assert_eq!(
+        (&room["state"], &room["image"], &room["workspace"]),
+        (&json!("running"), &json!(BUSYBOX), &json!(ws.folder()))
+    );
+
+    let out = ws.workroom(&["stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(state(&name), "exited");
+    assert_eq!(listed(&name).expect("a stopped room is listed")["state"], "exited");
+    let out = ws.exec(&["true"]);
+    assert_eq!(code(&out), 125, "exec on a stopped room");
+    assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
+
+    ws.up();
+    assert_eq!(state(&name), "running");
+    assert_eq!(ws.exec_ok(&["echo", "back"]), "back\n");
+    assert_eq!(ws.read("hooks.log"), "postStart\npostStart\n", "a start after stop is a new boot");
+
+    let out = ws.workroom(&["down"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert!(listed(&name).is_none());
+}
+
+/// A container that is not a room, named like one so that only the label
+/// filter (not a name prefix) can keep workroom off it; removed on drop.
+struct Foreign {
+    name: String,
+}
+
+impl Foreign {
+    fn start() -> Foreign {
+        let name = unique_name("workroom-foreign");
+        let label = format!("{TEST_LABEL}=1");
+        docker_ok(&["run", "-d", "--label", &label, "--name", &name, BUSYBOX, "sleep", "600"]);
+        Foreign { name }
+    }
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        remove_container(&self.name);
+    }
+}
+
+// `stop --all` itself is not run here: tests of this file run in parallel,
+// and other people's rooms may share the engine, so `--all` would stop rooms
+// it is not this test's business to stop. The filter it relies on (our
+// schema label, never the name) is the one `stop NAME` and `down NAME` use,
+// pinned here; `tests/room_stop_all.rs` runs `--all` itself, on request.
+#[test]
+fn stop_and_down_refuse_a_container_workroom_did_not_make() {
+    let foreign = Foreign::start();
+
+    for verb in ["stop", "down"] {
+        let out = run_workroom(&[verb, &foreign.name]);
+        assert_ne!(code(&out), 0, "{verb} touched a foreign container");
+        assert!(stderr(&out).contains(&format!("no room named {}", foreign.name)), "{}", stderr(&out));
+        assert_eq!(state(&foreign.name), "running", "after {verb}");
+    }
+    assert!(listed(&foreign.name).is_none(), "list shows only rooms");
+}
+
+// ---------------------------------------------------------------------------
+// concurrent up
+
+#[test]
+fn eight_concurrent_ups_of_one_workspace_all_succeed_with_one_room_and_hooks_run_once() {
+    let ws = Workspace::new(json!({
+        "image": DEBIAN,
+        // Hooks slow enough that the other `up`s find them running, and must
+        // wait for them rather than run them again.
+        "onCreateCommand": "sleep 1; echo created >> once.log",
+        "postStartCommand": "sleep 1; echo started >> start.log",
+        "postAttachCommand": "echo attached >> attach.log",
+    }));
+    let barrier = std::sync::Barrier::new(8);
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    ws.workroom(&["up"])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, out) in outs.iter().enumerate() {
+        assert!(out.status.success(), "up #{i} failed: {}", stderr(out));
+    }
+    assert_eq!(ws.containers().len(), 1, "one room for the workspace");
+    assert_eq!(ws.read("once.log"), "created\n", "onCreate ran once");
+    assert_eq!(ws.read("start.log"), "started\n", "postStart ran once for the one boot");
+    assert_eq!(lines(&ws.read("attach.log")).len(), 8, "postAttach ran for every up");
+}
+
+// ---------------------------------------------------------------------------
+// refused `up`s leave nothing behind
+
+/// A named volume a test's config mounts; removed on drop in case the
+/// product left it.
+struct Volume(String);
+
+impl Volume {
+    fn new() -> Volume {
+        Volume(unique_name("wr-test-vol"))
+    }
+
+    fn mount(&self) -> String {
+        format!("source={},target=/data,type=volume", self.0)
+    }
+
+    fn exists(&self) -> bool {
+        docker(&["volume", "inspect", &self.0]).status.success()
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        let _ = docker(&["volume", "rm", "-f", &self.0]);
+    }
+}
+
+/// A workspace whose config builds a Dockerfile: the room is removed first,
+/// then the image its build tagged, then any image a failed build left with
+/// the test's label.
+struct Built {
+    ws: Workspace,
+    build_label: String,
+}
+
+impl Built {
+    /// `dockerfile` may use `{label}` for a `LABEL` that marks the build's
+    /// layers as this test's.
+    fn new(config: Value, dockerfile: &str) -> Built {
+        let config = merge(json!({ "build": { "dockerfile": "Dockerfile" } }), config);
+        let ws = Workspace::with_devcontainer_folder(config, &[]);
+        let build_label = format!("workroom.test.build={}", ws.unique());
+        std::fs::write(ws.path().join(".devcontainer/Dockerfile"), dockerfile.replace("{label}", &build_label))
+            .unwrap();
+        Built { ws, build_label }
+    }
+
+    /// Images, tagged or not, carrying the test's build label.
+    fn labelled_images(&self) -> Vec<String> {
+        let filter = format!("label={}", self.build_label);
+        docker_ok(&["images", "-aq", "--filter", &filter]).lines().map(str::to_string).collect()
+    }
+
+    fn tag_exists(&self) -> bool {
+        docker(&["image", "inspect", &self.ws.build_tag()]).status.success()
+    }
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        remove_container(&self.ws.room_name());
+        let _ = docker(&["rmi", "-f", &self.ws.build_tag()]);
+        for id in self.labelled_images() {
+            let _ = docker(&["rmi", "-f", &id]);
+        }
+    }
+}
+
+fn assert_refused(out: &Output, says: &[&str]) {
+    assert_ne!(code(out), 0, "up was not refused: {}", stderr(out));
+    for s in says {
+        assert!(stderr(out).contains(s), "{s:?} missing from: {}", stderr(out));
+    }
+}
+
+/// `up --json` of a refused config: the error in the reference shape.
+fn assert_refused_json(ws: &Workspace, says: &str) {
+    let out = ws.workroom(&["up", "--json"]);
+    assert_ne!(code(&out), 0);
+    let result = parse_json(&out);
+    assert_eq!(result["outcome"], "error", "{result}");
+    assert!(result["message"].as_str().unwrap().contains(says), "{result}");
+}
+
+#[test]
+fn an_unsupported_run_arg_is_refused_by_name_and_leaves_nothing() {
+    let volume = Volume::new();
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "runArgs": ["--gpus", "all"],
+        "mounts": [volume.mount()],
+    }));
+    let out = ws.workroom(&["up"]);
+    assert_refused(&out, &["`--gpus` is not supported"]);
+    assert_eq!(stderr(&out).matches("--gpus").count(), 1, "said once: {}", stderr(&out));
+    assert_refused_json(&ws, "`--gpus` is not supported");
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert!(!volume.exists());
+}
+
+#[test]
+fn a_missing_image_is_named_and_leaves_nothing() {
+    let volume = Volume::new();
+    let ws = Workspace::new(json!({ "image": "workroom-fixture/nope:1", "mounts": [volume.mount()] }));
+    let out = ws.workroom(&["up"]);
+    // No registry is reachable here: the pull fails, and the message says
+    // the image is missing rather than only what the pull hit.
+    assert_refused(&out, &["image workroom-fixture/nope:1 is not present"]);
+    assert_refused_json(&ws, "workroom-fixture/nope:1 is not present");
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert!(!volume.exists());
+    assert!(!docker(&["image", "inspect", "workroom-fixture/nope:1"]).status.success());
+}
+
+#[test]
+fn a_failing_dockerfile_build_leaves_no_container_volume_or_image() {
+    let volume = Volume::new();
+    // Two steps succeed before the failing one: a classic build keeps their
+    // layers unless the failed `up` removes them.
+    let built = Built::new(
+        json!({ "mounts": [volume.mount()] }),
+        &format!("FROM {DEBIAN}\nLABEL {{label}}\nRUN echo step > /step.txt\nRUN exit 9\n"),
+    );
+    let out = built.ws.workroom(&["up"]);
+    assert_refused(&out, &["building", "Dockerfile failed", "returned a non-zero code: 9"]);
+    assert_eq!(built.ws.containers(), Vec::<String>::new());
+    assert!(!volume.exists());
+    assert!(!built.tag_exists());
+    assert_eq!(built.labelled_images(), Vec::<String>::new(), "the build's layers were left behind");
+}
+
+#[test]
+fn an_unsupported_run_arg_is_refused_before_the_dockerfile_is_built() {
+    let built = Built::new(json!({ "runArgs": ["--gpus", "all"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
+    let out = built.ws.workroom(&["up"]);
+    assert_refused(&out, &["`--gpus` is not supported"]);
+    assert!(!stderr(&out).contains("Step 1/"), "the build ran: {}", stderr(&out));
+    assert!(!built.tag_exists());
+    assert_eq!(built.labelled_images(), Vec::<String>::new());
+}
+
+#[test]
+fn a_room_whose_start_fails_is_removed_with_the_volume_it_made() {
+    let volume = Volume::new();
+    // The engine creates the container (and the volume), then cannot start
+    // it: the device does not exist.
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "runArgs": ["--device", "/dev/workroom-no-such-device"],
+        "mounts": [volume.mount()],
+    }));
+    let out = ws.workroom(&["up"]);
+    assert_refused(&out, &["was not made (removed again)", "/dev/workroom-no-such-device"]);
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert!(!volume.exists(), "the volume the create made is removed");
+}
+
+// ---------------------------------------------------------------------------
+// Dockerfile configs
+
+#[test]
+fn a_dockerfile_config_is_built_through_the_engine_api_and_the_room_runs() {
+    let built = Built::new(
+        json!({ "remoteUser": "dev" }),
+        &format!("FROM {DEBIAN}\nLABEL {{label}}\nRUN echo built > /built.txt\n"),
+    );
+    // No docker CLI on PATH: the build, create and start go through the API.
+    let mut up = built.ws.command(&["up"]);
+    up.env("PATH", "/nonexistent");
+    let out = output_within(up, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Successfully tagged"), "the build's progress is shown: {}", stderr(&out));
+
+    let tag = built.ws.build_tag();
+    assert_eq!(docker_ok(&["inspect", &built.ws.room_name(), "--format", "{{.Config.Image}}"]), tag);
+    assert_eq!(docker_ok(&["image", "inspect", &tag, "--format", "{{index .Config.Labels \"workroom.build\"}}"]), "1");
+    assert_eq!(built.ws.exec_ok(&["sh", "-c", "cat /built.txt; id -un"]), "built\ndev\n");
+}
+
+// ---------------------------------------------------------------------------
+// the reference CLI
+
+/// The reference CLI unpacked from `../shared/peers` (beside the repository
+/// in CI); removed with the returned folder.
+fn reference_cli() -> (tempfile::TempDir, std::path::PathBuf) {
+    let peers = repo_root().join("../shared/peers");
+    let tgz = std::fs::read_dir(&peers)
+        .unwrap_or_else(|e| panic!("{}: {e} (the reference CLI is expected there)", peers.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("devcontainers-cli-") && name.ends_with(".tgz")
+        })
+        .unwrap_or_else(|| panic!("no devcontainers-cli-*.tgz in {}", peers.display()));
+    let dir = tempfile::Builder::new().prefix("wr-test-refcli-").tempdir().unwrap();
+    let mut untar = Command::new("tar");
+    untar.arg("-xzf").arg(&tgz).arg("-C").arg(dir.path());
+    let out = output_within(untar, None);
+    assert!(out.status.success(), "unpack {}: {}", tgz.display(), stderr(&out));
+    let js = dir.path().join("package/devcontainer.js");
+    assert!(js.is_file(), "{} holds no package/devcontainer.js", tgz.display());
+    (dir, js)
+}
+
+#[test]
+fn the_reference_cli_finds_a_room_made_by_workroom_and_runs_as_its_user() {
+    let ws = Workspace::image(DEBIAN_USER);
+    ws.open_to_room_users();
+    ws.up();
+    let (_unpacked, js) = reference_cli();
+    let reference = |cmd: &[&str]| {
+        let mut node = Command::new("node");
+        node.arg(&js).args(["exec", "--workspace-folder", &ws.folder()]).args(cmd);
+        let out = output_within(node, None);
+        assert!(out.status.success(), "devcontainer exec {cmd:?}: {}\n{}", stdout(&out), stderr(&out));
+        stdout(&out)
+    };
+    assert_eq!(lines(&reference(&["echo", "ok"])), ["ok"]);
+    assert_eq!(lines(&reference(&["sh", "-c", "id -un; pwd"])), ["dev".to_string(), ws.remote_folder()]);
+    assert_eq!(ws.containers().len(), 1, "the reference CLI made no container of its own");
+}
