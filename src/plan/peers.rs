@@ -78,9 +78,13 @@ pub struct PeerJoin {
 }
 
 /// Adds the shared PID namespace, the socket volume and the registry bind.
-/// Docker's init stays on: it is then not PID 1 (the anchor is), but it
-/// still starts the daemon and forwards `docker stop`'s signal to it.
+/// Docker's init is off: the engine inserts docker-init only into a private
+/// PID namespace (20.10 ignores `Init: true` here, measured), so the daemon
+/// is the room's main process itself, gets `docker stop`'s SIGTERM directly
+/// (it handles it) and the room's orphans go to the anchor, which reaps.
+/// Saying `false` keeps `inspect` truthful.
 pub fn join(host: &mut HostConfig, j: &PeerJoin) {
+    host.init = Some(false);
     host.pid_mode = Some(format!("container:{}", j.anchor));
     let mounts = host.mounts.get_or_insert_with(Vec::new);
     mounts.push(Mount {

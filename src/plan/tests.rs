@@ -140,7 +140,7 @@ fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
     let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), Some(&j)).unwrap();
     let host = p.body.host_config.as_ref().unwrap();
     assert_eq!(host.pid_mode.as_deref(), Some("container:anc"));
-    assert_eq!(host.init, Some(true), "docker-init still starts the daemon, without being PID 1");
+    assert_eq!(host.init, Some(false), "the engine inserts no docker-init into a shared PID namespace");
     let targets: Vec<_> = host.mounts.iter().flatten().filter_map(|m| m.target.as_deref()).collect();
     assert!(targets.contains(&SOCKS_DIR) && targets.contains(&"/home/dev/.claude"), "{targets:?}");
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("1"));

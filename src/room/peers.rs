@@ -60,7 +60,7 @@ pub async fn prepare(
     let anchor_image = ensure_anchor_image(engine, names, &binary, &digest).await?;
     let anchor = ensure_anchor(engine, names, &anchor_image, &digest, &mut warnings).await?;
     let owner = ensure_volume(engine, names, &anchor_image, ids).await?;
-    ensure_registry(registry, ids)?;
+    warnings.extend(ensure_registry(registry, ids)?);
     Ok(Prepared {
         join: PeerJoin { anchor, volume: names.volume.clone(), registry: registry.display().to_string(), home },
         ids,
@@ -246,10 +246,21 @@ fn job_name(what: &str) -> String {
 /// The host folder bound at `~/.claude`: made 0700 for the session user (a
 /// root workroom gives it to the room's ids; anyone else can only make it
 /// their own, which is the room's too when updateRemoteUserUID applies).
-fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if registry.is_dir() {
-        return Ok(());
+/// Returns a warning when an existing folder belongs to someone else: the
+/// agents could then not register, and would say nothing.
+fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<Option<String>> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if let Ok(meta) = std::fs::metadata(registry) {
+        let owner = (meta.uid(), meta.gid());
+        return Ok((meta.is_dir() && owner.0 != ids.0 && ids.0 != 0).then(|| {
+            format!(
+                "the peer registry {} belongs to uid {} but the room's sessions run as {}; agents there cannot \
+                 register (chown it, or set peer_registry)",
+                registry.display(),
+                owner.0,
+                peers::owner_label(ids)
+            )
+        }));
     }
     std::fs::create_dir_all(registry).with_context(|| format!("create the peer registry {}", registry.display()))?;
     if nix::unistd::getuid().is_root() {
@@ -258,7 +269,7 @@ fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<()> {
     }
     std::fs::set_permissions(registry, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("chmod 700 {}", registry.display()))?;
-    Ok(())
+    Ok(None)
 }
 
 /// After the first hooks (updateRemoteUserUID may have moved the user): the
