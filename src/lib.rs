@@ -13,6 +13,7 @@ pub mod link;
 pub mod output;
 pub mod plan;
 pub mod room;
+pub mod settings;
 
 /// The static daemon this build of workroom carries (built by build.rs).
 pub static EMBEDDED_DAEMON: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON"));

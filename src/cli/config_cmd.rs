@@ -31,11 +31,11 @@ pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
 /// room exists. An unreachable engine is not an error here: the
 /// configuration is still worth printing, with those variables as written.
 fn room_env(loaded: &Loaded) -> Option<std::collections::HashMap<String, String>> {
-    let name = crate::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path);
+    let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default()).ok()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
     runtime.block_on(async {
         let engine = crate::engine::Engine::connect().await.ok()?;
-        let room = engine.inspect_container(&name).await.ok()??;
+        let room = crate::room::locate(&engine, loaded, settings.peer_messaging).await.ok()??;
         let env = room.config?.env?;
         Some(env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect())
     })

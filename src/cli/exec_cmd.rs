@@ -11,7 +11,7 @@
 use super::WorkspaceArgs;
 use crate::config::{self, LoadRequest};
 use crate::engine::{Engine, ExecSpec};
-use crate::plan::{identity, labels};
+use crate::plan::labels;
 use crate::room::hooks::HookContext;
 use std::io::{IsTerminal, Write};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,10 +33,11 @@ pub async fn run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Re
 async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
     let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
     let engine = Engine::connect().await?;
-    let name = identity::room_name(&loaded.workspace.local_folder, &loaded.config_path);
-    let Some(c) = engine.inspect_container(&name).await? else {
+    let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default())?;
+    let Some(c) = crate::room::locate(&engine, &loaded, settings.peer_messaging).await? else {
         anyhow::bail!("no room for {}; `workroom up` makes one", loaded.workspace.local_folder.display());
     };
+    let name = c.name.as_deref().unwrap_or_default().trim_start_matches('/').to_string();
     if c.state.as_ref().and_then(|s| s.running) != Some(true) {
         anyhow::bail!("{name} is not running; `workroom up` starts it");
     }

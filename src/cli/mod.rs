@@ -29,6 +29,16 @@ pub struct WorkspaceArgs {
     pub config: Option<PathBuf>,
 }
 
+/// Peer messaging for the rooms a command makes (wins over the settings files).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct PeerArgs {
+    /// Let agents in this room find and message agents in other rooms
+    /// (`--peer=false`: stay apart). Default: `peer_messaging` in
+    /// .workroom.toml, else in the user's config.toml, else on.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub peer: Option<bool>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// Print the resolved configuration (substituted, with workspace defaults).
@@ -52,6 +62,11 @@ pub enum Cmd {
         /// Do not run postAttachCommand.
         #[arg(long)]
         skip_post_attach: bool,
+        #[command(flatten)]
+        peer: PeerArgs,
+        /// A named room (`workroom-NAME`) instead of the workspace's own.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -110,9 +125,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     runtime.block_on(async move {
         match args.command {
             Cmd::Config { .. } => unreachable!("handled above"),
-            Cmd::Up { workspace, json, recreate, skip_post_attach } => {
-                let options = crate::room::up::UpOptions { recreate, post_attach: !skip_post_attach };
-                up_cmd::run(&workspace, &options, json).await
+            Cmd::Up { workspace, json, recreate, skip_post_attach, peer, name } => {
+                let options =
+                    crate::room::up::UpOptions { recreate, post_attach: !skip_post_attach, name, ..Default::default() };
+                up_cmd::run(&workspace, options, peer.peer, json).await
             }
             Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,
             Cmd::List { json } => rooms::list(json).await,

@@ -3,7 +3,7 @@
 
 use crate::engine::Engine;
 use crate::output;
-use crate::plan::labels;
+use crate::plan::{labels, peers};
 use crate::room;
 use anyhow::bail;
 use bollard::models::ContainerSummary;
@@ -37,6 +37,8 @@ fn age(created: Option<i64>) -> String {
 pub async fn list(as_json: bool) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
     let mut rooms = room::all_rooms(&engine).await?;
+    // The peer anchor is infrastructure, not a room: hidden here, swept by `stop --all`.
+    rooms.retain(|c| !peers::is_anchor(c.labels.as_ref()));
     rooms.sort_by_key(name);
     if as_json {
         let items: Vec<_> = rooms
@@ -79,8 +81,9 @@ async fn targets(
 ) -> anyhow::Result<Vec<ContainerSummary>> {
     let rooms = room::all_rooms(engine).await?;
     if all {
-        return Ok(rooms);
+        return Ok(peers::sweep_order(rooms, |c| c.labels.as_ref()));
     }
+    let rooms: Vec<_> = rooms.into_iter().filter(|c| !peers::is_anchor(c.labels.as_ref())).collect();
     if let Some(n) = name_arg {
         let found: Vec<_> = rooms.into_iter().filter(|c| name(c) == n || c.id.as_deref() == Some(n)).collect();
         if found.is_empty() {
@@ -89,7 +92,8 @@ async fn targets(
         return Ok(found);
     }
     let folder = std::path::absolute(folder)?;
-    let found = room::find_by_folder(engine, &folder).await?;
+    let mut found = room::find_by_folder(engine, &folder).await?;
+    found.retain(|c| !peers::is_anchor(c.labels.as_ref()));
     if found.is_empty() {
         bail!("no room for {}; `workroom up` makes one", folder.display());
     }

@@ -6,16 +6,20 @@ use crate::config::{self, LoadRequest};
 use crate::engine::Engine;
 use crate::output;
 use crate::room::up::{self, UpOptions};
+use crate::settings;
 use serde_json::json;
 
-pub async fn run(ws: &WorkspaceArgs, options: &UpOptions, as_json: bool) -> anyhow::Result<i32> {
+pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
     let result = async {
         let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
+        let settings = settings::load(&loaded.workspace.local_folder, settings::Flags { peer })?;
+        options.peer = settings.peer_messaging;
+        options.peer_registry = settings.peer_registry;
         for unknown in &loaded.model.unknown {
             eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
         }
         let engine = Engine::connect().await?;
-        up::up(&engine, &loaded, options).await
+        up::up(&engine, &loaded, &options).await
     }
     .await;
     match (result, as_json) {

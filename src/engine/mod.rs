@@ -6,6 +6,7 @@
 
 mod exec;
 pub mod host;
+mod objects;
 
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
 

@@ -62,6 +62,18 @@ pub fn remote_user(loaded: &Loaded, image: &ImageFacts) -> String {
 }
 
 pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
+    plan_with_peers(name, image, loaded, facts, None)
+}
+
+/// The plan of a room that joins the peers (`Some`) or stays apart (`None`);
+/// whether it may join (the anchor and volume exist) is decided by the caller.
+pub fn plan_with_peers(
+    name: &str,
+    image: &str,
+    loaded: &Loaded,
+    facts: &ImageFacts,
+    peer: Option<&super::peers::PeerJoin>,
+) -> Result<CreatePlan, PlanError> {
     let m = &loaded.model;
     let config = loaded.config_path.display().to_string();
     let run = run_args::parse(&m.run_args).map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
@@ -105,10 +117,11 @@ pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Res
     let mut env: Vec<String> = m.container_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     env.extend(run.env.iter().cloned());
 
-    let labels: Labels = labels::for_room(loaded, &remote_user, &run.labels);
+    let mut labels: Labels = labels::for_room(loaded, &remote_user, &run.labels);
+    labels.insert(super::peers::PEER_LABEL.into(), if peer.is_some() { "1" } else { "0" }.into());
     let (exposed, bindings) = ports(&m.app_port, &run);
 
-    let host = HostConfig {
+    let mut host = HostConfig {
         init: Some(true),
         restart_policy: Some(RestartPolicy {
             name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
@@ -135,6 +148,9 @@ pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Res
         group_add: non_empty(run.group_add.clone()),
         ..Default::default()
     };
+    if let Some(j) = peer {
+        super::peers::join(&mut host, j);
+    }
     let body = ContainerCreateBody {
         image: Some(image.to_string()),
         // Numeric: an image's passwd may lack a `root` entry.

@@ -17,8 +17,14 @@ const HASH_DIGITS: usize = 8;
 /// columns and hostnames (63) are not.
 const MAX_BASENAME: usize = 40;
 
-/// `workroom-<basename>-<hash>` for a workspace room.
-pub fn room_name(local_folder: &Path, config_file: &Path) -> String {
+/// What `.peer` adds to a named room: sanitising never yields a `.`, so a
+/// suffixed name can never be another name's plain form.
+pub const PEER_SUFFIX: &str = ".peer";
+
+/// `workroom-<basename>-<hash>` for a workspace room. Peer messaging is part
+/// of the identity: a room that joins the peers' PID namespace and one that
+/// does not are different containers (Docker cannot change `PidMode` in place).
+pub fn room_name(local_folder: &Path, config_file: &Path, peer: bool) -> String {
     let mut hasher = Sha256::new();
     // A version tag and separators that cannot occur in paths make the seed
     // injective; the tag lets a future scheme change names deliberately.
@@ -26,10 +32,26 @@ pub fn room_name(local_folder: &Path, config_file: &Path) -> String {
     hasher.update(local_folder.as_os_str().as_encoded_bytes());
     hasher.update(b"\0");
     hasher.update(config_file.as_os_str().as_encoded_bytes());
+    if peer {
+        // Appended only when on, so rooms without peers keep the names they
+        // had before the setting existed; still injective, since a path can
+        // hold no NUL.
+        hasher.update(b"\0peer");
+    }
     let hash = hex::encode(hasher.finalize());
     let base = local_folder.file_name().map(|b| sanitize(&b.to_string_lossy())).unwrap_or_default();
     let base = if base.is_empty() { "room".to_string() } else { base };
     format!("{NAME_PREFIX}{base}-{}", &hash[..HASH_DIGITS])
+}
+
+/// `workroom-<NAME>` for `up --name NAME`, `workroom-<NAME>.peer` with peers
+/// on; `None` when nothing of NAME survives sanitising.
+pub fn named_room_name(name: &str, peer: bool) -> Option<String> {
+    let base = sanitize(name);
+    if base.is_empty() {
+        return None;
+    }
+    Some(format!("{NAME_PREFIX}{base}{}", if peer { PEER_SUFFIX } else { "" }))
 }
 
 /// Lower-case letters, digits and single dashes, nothing else. Never a `.`:
@@ -55,10 +77,18 @@ mod tests {
 
     #[test]
     fn the_name_is_stable_and_readable() {
-        let a = room_name(Path::new("/home/ann/My App"), Path::new("/home/ann/My App/.devcontainer/devcontainer.json"));
+        let a = room_name(
+            Path::new("/home/ann/My App"),
+            Path::new("/home/ann/My App/.devcontainer/devcontainer.json"),
+            false,
+        );
         assert_eq!(
             a,
-            room_name(Path::new("/home/ann/My App"), Path::new("/home/ann/My App/.devcontainer/devcontainer.json"))
+            room_name(
+                Path::new("/home/ann/My App"),
+                Path::new("/home/ann/My App/.devcontainer/devcontainer.json"),
+                false
+            )
         );
         assert!(a.starts_with("workroom-my-app-"), "{a}");
         assert_eq!(a.len(), "workroom-my-app-".len() + 8);
@@ -68,8 +98,8 @@ mod tests {
     fn another_folder_or_config_gives_another_room() {
         let cfg = Path::new("/w/.devcontainer/devcontainer.json");
         let other_cfg = Path::new("/w/.devcontainer/python/devcontainer.json");
-        assert_ne!(room_name(Path::new("/w"), cfg), room_name(Path::new("/w"), other_cfg));
-        assert_ne!(room_name(Path::new("/a/w"), cfg), room_name(Path::new("/b/w"), cfg));
+        assert_ne!(room_name(Path::new("/w"), cfg, false), room_name(Path::new("/w"), other_cfg, false));
+        assert_ne!(room_name(Path::new("/a/w"), cfg, false), room_name(Path::new("/b/w"), cfg, false));
     }
 
     #[test]
@@ -82,7 +112,51 @@ mod tests {
 
     #[test]
     fn an_unusable_basename_still_gives_a_valid_name() {
-        let n = room_name(Path::new("/"), Path::new("/.devcontainer.json"));
+        let n = room_name(Path::new("/"), Path::new("/.devcontainer.json"), false);
         assert!(n.starts_with("workroom-room-"), "{n}");
+    }
+
+    #[test]
+    fn peer_messaging_is_folded_into_a_workspace_rooms_name() {
+        let (w, c) = (Path::new("/w/app"), Path::new("/w/app/.devcontainer.json"));
+        let plain = room_name(w, c, false);
+        let peer = room_name(w, c, true);
+        assert_ne!(plain, peer);
+        assert!(peer.starts_with("workroom-app-"), "{peer}");
+        // The setting sits after a NUL, which no path can hold (the kernel
+        // refuses it), so no folder or config file name reproduces the seed.
+        let tricky = [
+            (Path::new("/w/app"), Path::new("/w/app/.devcontainer.jsonpeer")),
+            (Path::new("/w/app"), Path::new("/w/app/.devcontainer.json/peer")),
+            (Path::new("/w/apppeer"), Path::new("/w/app/.devcontainer.json")),
+        ];
+        for (w2, c2) in tricky {
+            assert_ne!(room_name(w2, c2, false), peer, "{w2:?} {c2:?}");
+        }
+    }
+
+    #[test]
+    fn a_named_room_with_peers_never_shares_a_container_with_another_name() {
+        // (name, peer, expected)
+        let table = [
+            ("infra", false, Some("workroom-infra")),
+            ("infra", true, Some("workroom-infra.peer")),
+            ("infra-peer", false, Some("workroom-infra-peer")),
+            ("infra.peer", false, Some("workroom-infra-peer")),
+            ("infra-peer", true, Some("workroom-infra-peer.peer")),
+            ("Infra", true, Some("workroom-infra.peer")),
+            ("..", true, None),
+        ];
+        for (name, peer, expected) in table {
+            assert_eq!(named_room_name(name, peer).as_deref(), expected, "{name} peer={peer}");
+        }
+        // Injective across the flag for every sanitised name: the plain form
+        // never holds a `.`, the peer form always ends in `.peer`.
+        for name in ["infra", "infra-peer", "infra.peer", "a", "peer", "x.peer.peer"] {
+            let off = named_room_name(name, false).unwrap();
+            for other in ["infra", "infra-peer", "infra.peer", "a", "peer", "x.peer.peer"] {
+                assert_ne!(off, named_room_name(other, true).unwrap(), "{name} vs {other} --peer");
+            }
+        }
     }
 }

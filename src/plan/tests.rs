@@ -130,3 +130,21 @@ fn the_config_hash_changes_with_the_config_and_not_otherwise() {
     assert_eq!(labels::config_hash(&a), labels::config_hash(&a.clone()));
     assert_ne!(labels::config_hash(&a), labels::config_hash(&b));
 }
+
+#[test]
+fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
+    use super::create::plan_with_peers;
+    use super::peers::{PeerJoin, PEER_LABEL, SOCKS_DIR};
+    let (_d, l) = loaded(r#"{"image": "img", "remoteUser": "dev"}"#);
+    let j = PeerJoin { anchor: "anc".into(), volume: "vol".into(), registry: "/r".into(), home: "/home/dev".into() };
+    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), Some(&j)).unwrap();
+    let host = p.body.host_config.as_ref().unwrap();
+    assert_eq!(host.pid_mode.as_deref(), Some("container:anc"));
+    assert_eq!(host.init, Some(false), "the engine inserts no docker-init into a shared PID namespace");
+    let targets: Vec<_> = host.mounts.iter().flatten().filter_map(|m| m.target.as_deref()).collect();
+    assert!(targets.contains(&SOCKS_DIR) && targets.contains(&"/home/dev/.claude"), "{targets:?}");
+    assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("1"));
+    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), None).unwrap();
+    assert_eq!(p.body.host_config.as_ref().unwrap().pid_mode, None);
+    assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("0"));
+}

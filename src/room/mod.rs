@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod hooks;
 pub mod image;
+pub mod peers;
 pub mod ready;
 pub mod up;
 
@@ -11,13 +12,39 @@ use crate::engine::{Engine, EngineError};
 use crate::plan::labels;
 use bollard::models::ContainerSummary;
 
-/// Every container with our schema label: rooms, and later the peer anchor.
-/// Nothing without the label is ever listed, stopped or removed.
+/// Every container with our schema label (and this install's scope, if
+/// any): rooms and the peer anchor. Nothing without the label is ever
+/// listed, stopped or removed.
 pub async fn all_rooms(engine: &Engine) -> Result<Vec<ContainerSummary>, EngineError> {
-    engine.list(&[labels::SCHEMA.to_string()]).await
+    engine.list(&scoped(vec![labels::SCHEMA.to_string()])).await
+}
+
+fn scoped(mut filters: Vec<String>) -> Vec<String> {
+    if let Some(scope) = peers::names_from_env().scope {
+        filters.push(format!("{}={scope}", crate::plan::peers::SCOPE_LABEL));
+    }
+    filters
 }
 
 /// The room of a workspace folder (by the reference CLI's label), if any.
 pub async fn find_by_folder(engine: &Engine, folder: &std::path::Path) -> Result<Vec<ContainerSummary>, EngineError> {
-    engine.list(&[labels::SCHEMA.to_string(), format!("{}={}", labels::LOCAL_FOLDER, folder.display())]).await
+    engine
+        .list(&scoped(vec![labels::SCHEMA.to_string(), format!("{}={}", labels::LOCAL_FOLDER, folder.display())]))
+        .await
+}
+
+/// The workspace's room: by the name the settings give it, else by the other
+/// peer setting (a room made with `up --peer=...` against the files' word).
+/// One inspect when the settings agree with the room, two otherwise.
+pub async fn locate(
+    engine: &Engine,
+    loaded: &crate::config::Loaded,
+    peer: bool,
+) -> Result<Option<bollard::models::ContainerInspectResponse>, EngineError> {
+    use crate::plan::identity::room_name;
+    let local = &loaded.workspace.local_folder;
+    if let Some(c) = engine.inspect_container(&room_name(local, &loaded.config_path, peer)).await? {
+        return Ok(Some(c));
+    }
+    engine.inspect_container(&room_name(local, &loaded.config_path, !peer)).await
 }

@@ -5,10 +5,11 @@
 //! A refused `up` leaves nothing behind: a container it created is removed,
 //! with the named volumes the engine made for it.
 
-use super::{daemon, hooks, image, ready};
+use super::{daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
+use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
 use crate::plan::{create, identity, labels};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
@@ -27,6 +28,12 @@ pub struct UpOptions {
     pub recreate: bool,
     /// Run postAttachCommand (skipped by `--skip-post-attach`).
     pub post_attach: bool,
+    /// Take part in peer messaging (settings and `--peer`).
+    pub peer: bool,
+    /// The host folder bound at `~/.claude` in participating rooms.
+    pub peer_registry: std::path::PathBuf,
+    /// `up --name NAME`: a named room instead of the workspace's own.
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +46,12 @@ pub struct UpResult {
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
-    let name = identity::room_name(&loaded.workspace.local_folder, &loaded.config_path);
+    let names = peers::names_from_env();
+    let name = match &options.name {
+        Some(n) => identity::named_room_name(n, options.peer)
+            .with_context(|| format!("--name {n:?} has no letter or digit to name a room by"))?,
+        None => identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, options.peer),
+    };
     if let Some(cmd) = loaded.model.lifecycle.get(Hook::Initialize) {
         hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
     }
@@ -49,14 +61,17 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
         existing = None;
     }
-    let (container, created) = match existing {
-        Some(c) => (c, false),
-        None => match create_room(engine, loaded, &name).await? {
-            Created::Ours(c) => (c, true),
-            Created::Theirs(c) => (c, false),
+    let (container, created, prepared) = match existing {
+        Some(c) => (c, false, None),
+        None => match create_room(engine, loaded, &name, options, &names).await? {
+            Created::Ours(c, prepared) => (c, true, prepared),
+            Created::Theirs(c) => (c, false, None),
         },
     };
     check_compatible(&container, loaded, &name)?;
+    if !created {
+        check_peer_drift(engine, &container, &name, options.peer, &names).await?;
+    }
     let id = container.id.clone().unwrap_or_else(|| name.clone());
     let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
     let result = |created| UpResult {
@@ -74,12 +89,20 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if running && !created && !attach_due && ready::is_done(&id, &started_at) {
         return Ok(result(false));
     }
+    if !running {
+        peers::wake_anchor(engine, &container).await;
+    }
     ensure_running(engine, &container, &name).await?;
 
     let link = wait_for_daemon(engine, &id).await?;
     let container_env = container_env(&container);
     let ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     hooks::run_due(&link, &ctx, options.post_attach).await?;
+    if let Some(p) = &prepared {
+        for w in p.warnings.iter().cloned().chain(peers::verify(&link, &name, &remote_user, p, &names.volume).await) {
+            eprintln!("warning: {w}");
+        }
+    }
     // Remember that this start needs nothing more (the start time is read
     // after the start, so a room we just started records its own).
     if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
@@ -89,8 +112,8 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
 }
 
 enum Created {
-    /// We made it: our create won.
-    Ours(ContainerInspectResponse),
+    /// We made it: our create won (with what peer messaging gave it).
+    Ours(ContainerInspectResponse, Option<peers::Prepared>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -98,14 +121,38 @@ enum Created {
 /// Gets the image, creates the container, uploads the daemon and starts it.
 /// On any failure after the create, the container and the volumes the engine
 /// made for it are removed again.
-async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Result<Created> {
-    let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX));
+async fn create_room(
+    engine: &Engine,
+    loaded: &Loaded,
+    name: &str,
+    options: &UpOptions,
+    names: &Names,
+) -> anyhow::Result<Created> {
+    // `.` is valid in a container name but not in an image repository.
+    let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX).replace('.', "-"));
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
     create::plan(name, "", loaded, &create::ImageFacts::default())?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
-    let plan = create::plan(name, &image, loaded, &facts)?;
+    let peer_setup = if options.peer {
+        let user = create::remote_user(loaded, &facts);
+        let update_uid = loaded.model.update_remote_user_uid.unwrap_or(true);
+        match peers::prepare(engine, names, &image, &user, update_uid, &options.peer_registry).await {
+            Ok(p) => Some(p),
+            Err(e) => {
+                // Never blocks `up`: the room is made without peers, and the
+                // next reattach says so until it is recreated.
+                let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+                eprintln!("warning: {name} starts without peer messaging: {}", chain.join(": "));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut plan = create::plan_with_peers(name, &image, loaded, &facts, peer_setup.as_ref().map(|p| &p.join))?;
+    plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
     let binary = daemon::binary()?;
     let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
 
@@ -144,7 +191,7 @@ async fn create_room(engine: &Engine, loaded: &Loaded, name: &str) -> anyhow::Re
     }
     .await;
     match prepared {
-        Ok(c) => Ok(Created::Ours(c)),
+        Ok(c) => Ok(Created::Ours(c, peer_setup)),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
@@ -176,6 +223,32 @@ fn check_compatible(c: &ContainerInspectResponse, loaded: &Loaded, name: &str) -
             "warning: {} changed since {name} was made; `workroom up --recreate` applies the change",
             loaded.config_path.display()
         );
+    }
+    Ok(())
+}
+
+/// Reattach: the room as made against the plan, both ways; warns, never
+/// refuses (the room still works, only its peer messaging differs).
+async fn check_peer_drift(
+    engine: &Engine,
+    c: &ContainerInspectResponse,
+    name: &str,
+    wants: bool,
+    names: &Names,
+) -> anyhow::Result<()> {
+    let facts = RoomPeerFacts::of(c);
+    if !wants && facts.pid_mode.is_none() && facts.socks_volume.is_none() {
+        return Ok(());
+    }
+    // Docker stores `container:<id>`; the anchor's id costs one inspect, made
+    // only when the room's PidMode does not name the anchor already.
+    let target = facts.pid_mode.as_deref().and_then(|m| m.strip_prefix("container:"));
+    let anchor_id = match target {
+        Some(t) if t != names.anchor => engine.inspect_container(&names.anchor).await?.and_then(|a| a.id),
+        _ => None,
+    };
+    if let Some(w) = peer_plan::drift(name, &facts, wants, names, anchor_id.as_deref()) {
+        eprintln!("warning: {w}");
     }
     Ok(())
 }

@@ -19,8 +19,15 @@ pub fn workroom_bin() -> &'static str {
 }
 
 /// A workspace folder with a devcontainer.json; its room is removed on drop.
+/// Its `.workroom.toml` turns peer messaging off unless the test says
+/// otherwise ([`Workspace::with_settings`]), so tests never touch the user's
+/// peer anchor, volume or registry.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
+    /// Whether its room takes part in peer messaging (folded into its name).
+    pub peer: bool,
+    /// Extra environment for every `workroom` run (e.g. `WORKROOM_SCOPE`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Workspace {
@@ -29,7 +36,15 @@ impl Workspace {
     pub fn new(config: serde_json::Value) -> Workspace {
         let dir = tempfile::Builder::new().prefix("wr-test-").tempdir().expect("temp dir");
         std::fs::write(dir.path().join(".devcontainer.json"), labelled(config)).unwrap();
-        Workspace { dir }
+        std::fs::write(dir.path().join(".workroom.toml"), "peer_messaging = false\n").unwrap();
+        Workspace { dir, peer: false, env: Vec::new() }
+    }
+
+    /// Replaces `.workroom.toml`; `peer` must match what it says.
+    pub fn with_settings(mut self, toml: &str, peer: bool) -> Workspace {
+        std::fs::write(self.path().join(".workroom.toml"), toml).unwrap();
+        self.peer = peer;
+        self
     }
 
     /// A workspace whose config is `.devcontainer/devcontainer.json`, with
@@ -42,7 +57,8 @@ impl Workspace {
         for (name, content) in files {
             std::fs::write(folder.join(name), content).unwrap();
         }
-        Workspace { dir }
+        std::fs::write(dir.path().join(".workroom.toml"), "peer_messaging = false\n").unwrap();
+        Workspace { dir, peer: false, env: Vec::new() }
     }
 
     /// Lets a non-root remote user enter and write the workspace: the tests
@@ -110,6 +126,7 @@ impl Workspace {
         let mut cmd = Command::new(workroom_bin());
         let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
         cmd.args(&args[..split]).args(["--workspace-folder", &self.folder()]).args(&args[split..]);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 
@@ -122,7 +139,7 @@ impl Workspace {
     /// The room's name, as `workroom up --json` would find it.
     pub fn room_name(&self) -> String {
         let loaded = workroom::config::load(&workroom::config::LoadRequest::new(self.path(), None)).unwrap();
-        workroom::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path)
+        workroom::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, self.peer)
     }
 
     pub fn exec(&self, cmd: &[&str]) -> Output {

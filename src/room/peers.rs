@@ -1,0 +1,310 @@
+//! Peer messaging on the engine: the anchor image and container, the socket
+//! volume and the host registry folder, made when a participating room is
+//! created. The decisions are in `plan::peers`; this is the sequence of calls.
+//!
+//! Nothing here may block `up`: when the anchor or the volume cannot be made,
+//! the caller creates the room without peers and says why.
+
+use super::daemon;
+use crate::engine::{Engine, EngineError};
+use crate::link::RoomLink;
+use crate::plan::labels;
+use crate::plan::peers::{self, AnchorAction, AnchorFacts, Names, PeerJoin};
+use anyhow::{bail, Context as _};
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
+use std::collections::HashMap;
+use std::path::Path;
+use workroomd::proto::{Request, Response};
+use workroomd::users::{self, PasswdEntry};
+
+/// The names for this install: `WORKROOM_SCOPE` from the environment.
+pub fn names_from_env() -> Names {
+    let scope = std::env::var(peers::SCOPE_ENV).ok().filter(|s| !s.is_empty());
+    peers::names(scope.as_deref())
+}
+
+/// What a new participating room gets, and what to tell the user.
+pub struct Prepared {
+    pub join: PeerJoin,
+    /// The uid:gid the room's sessions were expected to run as.
+    pub ids: (u32, u32),
+    /// The owner the socket volume has.
+    pub owner: String,
+    pub warnings: Vec<String>,
+}
+
+/// Makes sure the anchor runs, the volume exists and is initialised, and the
+/// registry folder exists; decides the room's home from the image's passwd.
+pub async fn prepare(
+    engine: &Engine,
+    names: &Names,
+    image: &str,
+    remote_user: &str,
+    update_uid: bool,
+    registry: &Path,
+) -> anyhow::Result<Prepared> {
+    let mut warnings = Vec::new();
+    let passwd = if remote_user == "root" || remote_user == "0" {
+        Vec::new()
+    } else {
+        image_passwd(engine, names, image).await.context("read the image's /etc/passwd")?
+    };
+    let home = peers::home_of(remote_user, &passwd)
+        .with_context(|| format!("{image} has no home folder for {remote_user} in /etc/passwd"))?;
+    let host = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+    let ids = peers::session_ids(remote_user, &passwd, host, update_uid)
+        .with_context(|| format!("{image} has no user {remote_user} in /etc/passwd"))?;
+
+    let binary = daemon::binary()?;
+    let digest = daemon::digest(&binary);
+    let anchor_image = ensure_anchor_image(engine, names, &binary, &digest).await?;
+    let anchor = ensure_anchor(engine, names, &anchor_image, &digest, &mut warnings).await?;
+    let owner = ensure_volume(engine, names, &anchor_image, ids).await?;
+    warnings.extend(ensure_registry(registry, ids)?);
+    Ok(Prepared {
+        join: PeerJoin { anchor, volume: names.volume.clone(), registry: registry.display().to_string(), home },
+        ids,
+        owner,
+        warnings,
+    })
+}
+
+/// A one-file image: the daemon at its room path, nothing else. Imported,
+/// never pulled, tagged with the daemon's digest.
+async fn ensure_anchor_image(engine: &Engine, names: &Names, binary: &[u8], digest: &str) -> anyhow::Result<String> {
+    let image = format!("{}:{digest}", peers::ANCHOR_REPO);
+    if engine.inspect_image(&image).await?.is_some() {
+        return Ok(image);
+    }
+    let tar = daemon::upload_tar(binary).context("pack the daemon for the anchor image")?;
+    let mut changes = vec![format!("LABEL {}={digest}", peers::DAEMON_LABEL), format!("LABEL {}=1", labels::SCHEMA)];
+    changes.extend(peers::scope_labels(names).iter().map(|(k, v)| format!("LABEL {k}={v}")));
+    engine.import_rootfs(tar, peers::ANCHOR_REPO, digest, changes).await.context("import the anchor image")?;
+    Ok(image)
+}
+
+/// The anchor container, running; returns the name rooms join it by.
+async fn ensure_anchor(
+    engine: &Engine,
+    names: &Names,
+    image: &str,
+    digest: &str,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<String> {
+    let existing = engine.inspect_container(&names.anchor).await?.map(|c| AnchorFacts::of(&c));
+    let holders = match &existing {
+        Some(a) if a.ours && a.digest.as_deref() != Some(digest) => holders(engine, names, a).await?,
+        _ => Vec::new(),
+    };
+    match peers::anchor_action(existing.as_ref(), digest, &holders) {
+        AnchorAction::Use => {}
+        AnchorAction::Start => start_tolerant(engine, &names.anchor).await?,
+        AnchorAction::Create => create_anchor(engine, names, image, digest).await?,
+        AnchorAction::Replace => {
+            engine.remove(&names.anchor, false).await?;
+            create_anchor(engine, names, image, digest).await?;
+        }
+        AnchorAction::KeepOld { holders } => {
+            warnings.push(format!(
+                "{} is from another workroom build; it is kept because {} share its PID namespace (it only reaps, \
+                 so peers still work; stop those rooms and the next `up` replaces it)",
+                names.anchor,
+                holders.join(", ")
+            ));
+            if !existing.as_ref().is_some_and(|a| a.running) {
+                start_tolerant(engine, &names.anchor).await?;
+            }
+        }
+        AnchorAction::Foreign => bail!(
+            "a container named {} exists but was not made by workroom; rename or remove it to use peer messaging",
+            names.anchor
+        ),
+    }
+    Ok(names.anchor.clone())
+}
+
+async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str) -> anyhow::Result<()> {
+    match engine.create_container(&names.anchor, peers::anchor_body(image, digest, names)).await {
+        Ok(_) => {}
+        // Another `up` made it first: start theirs (starting twice is harmless).
+        Err(EngineError::Refused { status: 409, .. }) => {}
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("create {}", names.anchor))),
+    }
+    start_tolerant(engine, &names.anchor).await
+}
+
+/// Starts a container that a concurrent `up` may be starting too.
+async fn start_tolerant(engine: &Engine, name: &str) -> anyhow::Result<()> {
+    match engine.start(name).await {
+        Ok(()) | Err(EngineError::Refused { status: 304, .. }) => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("start {name}"))),
+    }
+}
+
+/// Rooms whose `PidMode` names the anchor (by name or by the id Docker stores).
+async fn holders(engine: &Engine, names: &Names, anchor: &AnchorFacts) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for c in super::all_rooms(engine).await? {
+        let Some(id) = c.id.as_deref() else { continue };
+        if id == anchor.id {
+            continue;
+        }
+        if let Some(room) = engine.inspect_container(id).await? {
+            let mode = room.host_config.as_ref().and_then(|h| h.pid_mode.as_deref());
+            if peers::joins(mode, &names.anchor, Some(&anchor.id)) {
+                out.push(room.name.unwrap_or_default().trim_start_matches('/').to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The socket volume, created and given to `ids` 0700 on first sight (only
+/// a real not-found is absent). Returns the owner it has.
+async fn ensure_volume(engine: &Engine, names: &Names, anchor_image: &str, ids: (u32, u32)) -> anyhow::Result<String> {
+    if let Some(existing) = engine.volume_labels(&names.volume).await? {
+        // Made by hand or by an older workroom: no record of its owner.
+        return Ok(existing.get(peers::OWNER_LABEL).cloned().unwrap_or_else(|| "unknown".into()));
+    }
+    let owner = peers::owner_label(ids);
+    let mut volume_labels: HashMap<String, String> = peers::scope_labels(names).into_iter().collect();
+    volume_labels.insert(labels::SCHEMA.into(), labels::SCHEMA_VERSION.into());
+    volume_labels.insert(peers::OWNER_LABEL.into(), owner.clone());
+    engine.create_volume(&names.volume, volume_labels).await?;
+    if let Err(e) = init_volume(engine, names, anchor_image, &owner).await {
+        return Err(match engine.remove_volume(&names.volume).await {
+            Ok(()) => e.context(format!("{} could not be initialised (removed again)", names.volume)),
+            Err(r) => e.context(format!(
+                "{} could not be initialised, and removing it failed too ({r}); `docker volume rm {}`",
+                names.volume, names.volume
+            )),
+        });
+    }
+    Ok(owner)
+}
+
+/// `workroomd own UID:GID 700 /tmp/cc-socks` as root in a throwaway
+/// container of the anchor image (no other image, no shell needed).
+async fn init_volume(engine: &Engine, names: &Names, image: &str, owner: &str) -> anyhow::Result<()> {
+    let mut job_labels = peers::scope_labels(names);
+    job_labels.insert(peers::JOB_LABEL.into(), "peer-volume-init".into());
+    let body = ContainerCreateBody {
+        image: Some(image.into()),
+        user: Some("0".into()),
+        entrypoint: Some(vec![
+            workroomd::room::DAEMON_PATH.into(),
+            "own".into(),
+            owner.into(),
+            "700".into(),
+            peers::SOCKS_DIR.into(),
+        ]),
+        cmd: Some(Vec::new()),
+        labels: Some(job_labels.into_iter().collect()),
+        host_config: Some(HostConfig {
+            network_mode: Some("none".into()),
+            mounts: Some(vec![Mount {
+                target: Some(peers::SOCKS_DIR.into()),
+                source: Some(names.volume.clone()),
+                typ: Some(MountType::VOLUME),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (code, output) = engine.run_job(&job_name("socks-init"), body).await?;
+    if code != 0 {
+        bail!("`workroomd own {owner} 700 {}` exited {code}: {output}", peers::SOCKS_DIR);
+    }
+    Ok(())
+}
+
+/// The image's /etc/passwd, read from a created, never started container.
+async fn image_passwd(engine: &Engine, names: &Names, image: &str) -> anyhow::Result<Vec<PasswdEntry>> {
+    let mut job_labels = peers::scope_labels(names);
+    job_labels.insert(peers::JOB_LABEL.into(), "passwd-probe".into());
+    let body = ContainerCreateBody {
+        image: Some(image.into()),
+        // Never run; an entrypoint makes the create valid on images with no CMD.
+        entrypoint: Some(vec![workroomd::room::DAEMON_PATH.into()]),
+        labels: Some(job_labels.into_iter().collect()),
+        host_config: Some(HostConfig { network_mode: Some("none".into()), ..Default::default() }),
+        ..Default::default()
+    };
+    let id = engine.create_container(&job_name("passwd"), body).await?;
+    let text = engine.read_file(&id, "/etc/passwd").await;
+    engine.remove(&id, true).await?;
+    Ok(users::parse_passwd(&String::from_utf8_lossy(&text?.unwrap_or_default())))
+}
+
+fn job_name(what: &str) -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("workroom-job-{what}-{}-{nanos:08x}", std::process::id())
+}
+
+/// The host folder bound at `~/.claude`: made 0700 for the session user (a
+/// root workroom gives it to the room's ids; anyone else can only make it
+/// their own, which is the room's too when updateRemoteUserUID applies).
+/// Returns a warning when an existing folder belongs to someone else: the
+/// agents could then not register, and would say nothing.
+fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<Option<String>> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if let Ok(meta) = std::fs::metadata(registry) {
+        let owner = (meta.uid(), meta.gid());
+        return Ok((meta.is_dir() && owner.0 != ids.0 && ids.0 != 0).then(|| {
+            format!(
+                "the peer registry {} belongs to uid {} but the room's sessions run as {}; agents there cannot \
+                 register (chown it, or set peer_registry)",
+                registry.display(),
+                owner.0,
+                peers::owner_label(ids)
+            )
+        }));
+    }
+    std::fs::create_dir_all(registry).with_context(|| format!("create the peer registry {}", registry.display()))?;
+    if nix::unistd::getuid().is_root() {
+        std::os::unix::fs::chown(registry, Some(ids.0), Some(ids.1))
+            .with_context(|| format!("give {} to {}:{}", registry.display(), ids.0, ids.1))?;
+    }
+    std::fs::set_permissions(registry, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("chmod 700 {}", registry.display()))?;
+    Ok(None)
+}
+
+/// After the first hooks (updateRemoteUserUID may have moved the user): the
+/// user's home and ids as the room's passwd says, against what was planned.
+pub async fn verify(link: &RoomLink, room: &str, user: &str, prepared: &Prepared, volume: &str) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let users = match link.link().request(Request::Users).await {
+        Ok(Response::Users { users, .. }) => users,
+        _ => return vec![format!("{room}: could not read its users to check peer messaging")],
+    };
+    let entry = match user.parse::<u32>() {
+        Ok(uid) => users.iter().find(|e| e.uid == uid),
+        Err(_) => users.iter().find(|e| e.name == user),
+    };
+    if let Some(e) = entry {
+        let bound = prepared.join.home.trim_end_matches('/');
+        if e.home.trim_end_matches('/') != bound {
+            warnings.push(format!(
+                "{room}: {user}'s home is {} but the peer registry was bound at {bound}/{}; agents will not find it",
+                e.home,
+                peers::REGISTRY_IN_HOME
+            ));
+        }
+    }
+    let ids = entry.map_or(prepared.ids, |e| (e.uid, e.gid));
+    warnings.extend(peers::owner_warning(room, user, ids, volume, &prepared.owner));
+    warnings
+}
+
+/// A stopped room that shares the anchor's PID namespace cannot start while
+/// the anchor is stopped (after `stop --all`): start the anchor first. Best
+/// effort; the room's own start then reports what is wrong.
+pub async fn wake_anchor(engine: &Engine, room: &bollard::models::ContainerInspectResponse) {
+    let mode = room.host_config.as_ref().and_then(|h| h.pid_mode.as_deref());
+    if let Some(target) = mode.and_then(|m| m.strip_prefix("container:")) {
+        let _ = start_tolerant(engine, target).await;
+    }
+}

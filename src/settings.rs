@@ -1,0 +1,192 @@
+//! workroom's own settings (not devcontainer.json's): the user's
+//! `$XDG_CONFIG_HOME/workroom/config.toml` (else `~/.config/workroom/config.toml`)
+//! and the project's `.workroom.toml` in the workspace folder. For each key the
+//! project wins over the user, and a command-line flag wins over both.
+//!
+//! Reading the files is the only I/O here; [`merge`] is pure and table-tested.
+//!
+//! ```toml
+//! peer_messaging = true                       # agents in rooms find each other
+//! peer_registry = "~/.local/share/workroom/peers/claude"   # bound at ~/.claude
+//! ```
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The project's settings file, in the workspace folder.
+pub const PROJECT_FILE: &str = ".workroom.toml";
+
+/// One settings file as written: every key optional, unknown keys refused
+/// (a typo such as `peer_mesaging` must not silently keep the default).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    pub peer_messaging: Option<bool>,
+    pub peer_registry: Option<PathBuf>,
+}
+
+/// The settings a command runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Rooms join the shared PID namespace, socket volume and registry.
+    pub peer_messaging: bool,
+    /// The host folder bound at the remote user's `~/.claude` in every
+    /// participating room; `~/` is the host user's home.
+    pub peer_registry: PathBuf,
+}
+
+/// What the command line says; `None` leaves the files' word.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags {
+    pub peer: Option<bool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+}
+
+/// Where the user's settings file is, from the environment.
+pub fn user_file(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    match env("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir).join("workroom/config.toml")),
+        None => env("HOME").map(|h| PathBuf::from(h).join(".config/workroom/config.toml")),
+    }
+}
+
+/// The default registry folder: `$XDG_DATA_HOME/workroom/peers/claude`, else
+/// `~/.local/share/workroom/peers/claude`; a host folder, so it outlives rooms.
+pub fn default_registry(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    match env("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("workroom/peers/claude"),
+        None => PathBuf::from(env("HOME").unwrap_or_else(|| "/".into())).join(".local/share/workroom/peers/claude"),
+    }
+}
+
+/// Flag over project over user over default, key by key.
+pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_registry: PathBuf) -> Settings {
+    Settings {
+        peer_messaging: flags.peer.or(project.peer_messaging).or(user.peer_messaging).unwrap_or(true),
+        peer_registry: project.peer_registry.clone().or_else(|| user.peer_registry.clone()).unwrap_or(default_registry),
+    }
+}
+
+/// `~/x` against the host user's home; other paths as written.
+pub fn expand_home(path: &Path, home: Option<&str>) -> PathBuf {
+    match (path.strip_prefix("~"), home) {
+        (Ok(rest), Some(home)) => Path::new(home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+pub fn parse(text: &str, path: &Path) -> Result<SettingsFile, SettingsError> {
+    toml::from_str(text).map_err(|e| SettingsError::Parse {
+        path: path.display().to_string(),
+        message: e.message().to_string() + &line_of(text, e.span()),
+    })
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| format!(" (line {})", text[..s.start.min(text.len())].matches('\n').count() + 1)).unwrap_or_default()
+}
+
+fn read(path: &Path) -> Result<SettingsFile, SettingsError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(&text, path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SettingsFile::default()),
+        Err(source) => Err(SettingsError::Read { path: path.display().to_string(), source }),
+    }
+}
+
+/// The settings for a command on `workspace_folder`, from the process
+/// environment, the two files and the flags.
+pub fn load(workspace_folder: &Path, flags: Flags) -> Result<Settings, SettingsError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let user = match user_file(env) {
+        Some(path) => read(&path)?,
+        None => SettingsFile::default(),
+    };
+    let project = read(&workspace_folder.join(PROJECT_FILE))?;
+    let mut settings = merge(&user, &project, flags, default_registry(env));
+    settings.peer_registry = expand_home(&settings.peer_registry, env("HOME").as_deref());
+    if settings.peer_registry.is_relative() {
+        // A project's relative path means its own folder, not wherever
+        // workroom happened to be run from.
+        settings.peer_registry = workspace_folder.join(&settings.peer_registry);
+    }
+    Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(peer: Option<bool>, registry: Option<&str>) -> SettingsFile {
+        SettingsFile { peer_messaging: peer, peer_registry: registry.map(PathBuf::from) }
+    }
+
+    #[test]
+    fn peer_messaging_is_decided_by_flag_then_project_then_user_then_on() {
+        let none = file(None, None);
+        let on = file(Some(true), None);
+        let off = file(Some(false), None);
+        // (user, project, flag, expected)
+        let table = [
+            (&none, &none, None, true),
+            (&off, &none, None, false),
+            (&off, &on, None, true),
+            (&on, &off, None, false),
+            (&on, &off, Some(true), true),
+            (&none, &on, Some(false), false),
+            (&off, &off, Some(true), true),
+        ];
+        for (user, project, flag, expected) in table {
+            let s = merge(user, project, Flags { peer: flag }, "/d".into());
+            assert_eq!(s.peer_messaging, expected, "user {user:?} project {project:?} flag {flag:?}");
+        }
+    }
+
+    #[test]
+    fn the_registry_folder_is_the_projects_then_the_users_then_the_default() {
+        let d = PathBuf::from("/default");
+        let f = Flags::default();
+        assert_eq!(merge(&file(None, None), &file(None, None), f, d.clone()).peer_registry, d);
+        assert_eq!(merge(&file(None, Some("/u")), &file(None, None), f, d.clone()).peer_registry, Path::new("/u"));
+        assert_eq!(merge(&file(None, Some("/u")), &file(None, Some("/p")), f, d).peer_registry, Path::new("/p"));
+    }
+
+    #[test]
+    fn the_files_are_found_through_xdg_then_home() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(user_file(env(&[("HOME", "/h")])), Some("/h/.config/workroom/config.toml".into()));
+        assert_eq!(
+            user_file(env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")])),
+            Some("/x/workroom/config.toml".into())
+        );
+        assert_eq!(user_file(env(&[])), None);
+        assert_eq!(default_registry(env(&[("HOME", "/h")])), Path::new("/h/.local/share/workroom/peers/claude"));
+        assert_eq!(default_registry(env(&[("XDG_DATA_HOME", "/d")])), Path::new("/d/workroom/peers/claude"));
+    }
+
+    #[test]
+    fn a_tilde_means_the_host_users_home() {
+        assert_eq!(expand_home(Path::new("~/peers"), Some("/h")), Path::new("/h/peers"));
+        assert_eq!(expand_home(Path::new("/abs"), Some("/h")), Path::new("/abs"));
+        assert_eq!(expand_home(Path::new("~/p"), None), Path::new("~/p"));
+    }
+
+    #[test]
+    fn a_misspelt_or_mistyped_key_is_an_error_naming_the_file_and_line() {
+        let e = parse("\n\npeer_mesaging = false\n", Path::new("/w/.workroom.toml")).unwrap_err().to_string();
+        assert!(e.starts_with("/w/.workroom.toml: "), "{e}");
+        assert!(e.contains("peer_mesaging") && e.contains("line 3"), "{e}");
+        let e = parse("peer_messaging = \"no\"", Path::new("c.toml")).unwrap_err().to_string();
+        assert!(e.contains("c.toml") && e.contains("bool"), "{e}");
+        assert_eq!(parse("peer_messaging = false", Path::new("c")).unwrap(), file(Some(false), None));
+    }
+}

@@ -1,0 +1,273 @@
+//! Peer messaging against the real engine: rooms that take part share one
+//! PID namespace (the anchor's), one socket folder and one session registry,
+//! so an agent CLI in one room finds and messages an agent in another.
+//!
+//! Each test runs under its own `WORKROOM_SCOPE`, so it gets its own anchor
+//! and socket volume, never touches a user's, and cleans up only what
+//! carries its scope label.
+
+mod common;
+
+use common::*;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long an agent started in one room may take to appear in another's
+/// `list` (python start-up plus a registry write; well under a second idle).
+const AGENT_READY_WAIT: Duration = Duration::from_secs(20);
+/// How long a delivered message may take to be printed by the receiver.
+const MESSAGE_WAIT: Duration = Duration::from_secs(20);
+/// How long the anchor may take to reap 50 exited orphans (SIGCHLD to
+/// waitpid is microseconds; the margin is for a loaded CI machine).
+const REAP_WAIT: Duration = Duration::from_secs(10);
+/// Between polls of a condition that has no event to await.
+const POLL: Duration = Duration::from_millis(100);
+
+const AGENT: &str = include_str!("../fixtures/agent/agent.py");
+
+/// One test's own install: scope label, anchor, volume, registry folder.
+struct PeerScope {
+    scope: String,
+    registry: tempfile::TempDir,
+}
+
+impl PeerScope {
+    fn new(tag: &str) -> PeerScope {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let scope = format!("t{tag}{}{nanos:x}", std::process::id());
+        let registry = tempfile::Builder::new().prefix("wr-peers-reg-").tempdir().unwrap();
+        PeerScope { scope, registry }
+    }
+
+    fn anchor(&self) -> String {
+        format!("workroom-peer-anchor-{}", self.scope)
+    }
+
+    fn volume(&self) -> String {
+        format!("workroom-peer-socks-{}", self.scope)
+    }
+
+    /// A workspace whose settings turn peers on, under this scope.
+    fn workspace(&self, config: serde_json::Value) -> Workspace {
+        let registry = self.registry.path().join("claude");
+        let settings = format!("peer_messaging = true\npeer_registry = {:?}\n", registry.display().to_string());
+        let mut ws = Workspace::new(config).with_settings(&settings, true);
+        ws.env.push(("WORKROOM_SCOPE".into(), self.scope.clone()));
+        ws.with_agent()
+    }
+}
+
+impl Drop for PeerScope {
+    fn drop(&mut self) {
+        let filter = format!("label=workroom.scope={}", self.scope);
+        let ids = docker(&["ps", "-aq", "--filter", &filter]);
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            remove_container(id);
+        }
+        let _ = docker(&["volume", "rm", "-f", &self.volume()]);
+    }
+}
+
+trait WithAgent {
+    fn with_agent(self) -> Self;
+}
+
+impl WithAgent for Workspace {
+    /// The fixture agent, in the workspace (bind-mounted into the room).
+    fn with_agent(self) -> Workspace {
+        std::fs::write(self.path().join("agent.py"), AGENT).unwrap();
+        self
+    }
+}
+
+fn dev_room(scope: &PeerScope) -> Workspace {
+    scope.workspace(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }))
+}
+
+/// Waits for `check` to hold, polling, or fails naming `what`.
+fn eventually(what: &str, wait: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + wait;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out after {wait:?} waiting for {what}");
+        std::thread::sleep(POLL);
+    }
+}
+
+fn inspect(name: &str, format: &str) -> String {
+    docker_ok(&["inspect", "-f", format, name])
+}
+
+#[test]
+fn the_gate_a_socket_bound_in_one_room_is_a_socket_in_another_and_its_pids_answer_there() {
+    let scope = PeerScope::new("gate");
+    let (a, b) = (dev_room(&scope), dev_room(&scope));
+    a.up();
+    b.up();
+    // A real AF_UNIX bind and chmod, as the CLI does: a `touch` would pass
+    // where a real bind fails (wrong owner, wrong mode, wrong fs).
+    a.exec_ok(&[
+        "python3",
+        "-c",
+        "import os, socket; s = socket.socket(socket.AF_UNIX); s.bind('/tmp/cc-socks/gate.sock'); \
+         os.chmod('/tmp/cc-socks/gate.sock', 0o600)",
+    ]);
+    b.exec_ok(&["test", "-S", "/tmp/cc-socks/gate.sock"]);
+    for room in [&a, &b] {
+        assert_eq!(room.exec_ok(&["id", "-un"]).trim(), "dev", "the session user");
+        assert_eq!(room.exec_ok(&["stat", "-c", "%a %U", "/tmp/cc-socks"]).trim(), "700 dev");
+    }
+    let pid = a.exec_ok(&["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"]).trim().to_string();
+    assert!(pid.parse::<u32>().is_ok(), "{pid:?}");
+    b.exec_ok(&["kill", "-0", &pid]);
+    // Both rooms joined the anchor, which Docker records by id.
+    let anchor_id = inspect(&scope.anchor(), "{{.Id}}");
+    assert_eq!(inspect(&a.room_name(), "{{.HostConfig.PidMode}}"), format!("container:{anchor_id}"));
+}
+
+#[test]
+fn an_agent_in_one_room_lists_and_messages_an_agent_in_another_and_a_room_without_peers_sees_neither() {
+    let scope = PeerScope::new("e2e");
+    let (a, b) = (dev_room(&scope), dev_room(&scope));
+    a.up();
+    b.up();
+    let mut serve = Command::new(workroom_bin());
+    serve
+        .args(["exec", "--workspace-folder", &b.folder(), "--", "python3", "-u", "agent.py", "serve", "--name", "bee"])
+        .envs(b.env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut serve = serve.spawn().unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    let stdout = serve.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    eventually("bee in ant's `agent.py list`", AGENT_READY_WAIT, || {
+        a.exec_ok(&["python3", "agent.py", "list"]).lines().any(|l| l.starts_with("bee "))
+    });
+    a.exec_ok(&["python3", "agent.py", "send", "bee", "hello from a", "--from", "ant"]);
+    let got = lines.recv_timeout(MESSAGE_WAIT).expect("bee printed the message");
+    assert_eq!(got, "bee got: hello from a from ant");
+
+    // The same project with `--peer=false`: another room, apart.
+    let mut c = dev_room(&scope);
+    let up = c.workroom(&["up", "--peer=false"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    c.peer = false;
+    assert_eq!(inspect(&c.room_name(), "{{.HostConfig.PidMode}}"), "");
+    assert_eq!(c.exec_ok(&["python3", "agent.py", "list"]), "", "no peer is visible without peers");
+    let send = c.exec(&["python3", "agent.py", "send", "bee", "hi"]);
+    assert_eq!(send.status.code(), Some(1), "{}", stderr(&send));
+    let _ = serve.kill();
+    let _ = serve.wait();
+}
+
+#[test]
+fn a_room_that_cannot_get_the_anchor_starts_without_peers_and_reattach_says_it_sees_no_peers() {
+    let scope = PeerScope::new("degrade");
+    // The anchor's name taken by a container workroom did not make.
+    docker_ok(&[
+        "create",
+        "--name",
+        &scope.anchor(),
+        "--label",
+        &format!("workroom.scope={}", scope.scope),
+        "--label",
+        &format!("{TEST_LABEL}=1"),
+        BUSYBOX,
+        "true",
+    ]);
+    let ws = dev_room(&scope);
+    let up = ws.workroom(&["up"]);
+    assert!(up.status.success(), "up is never blocked by peers: {}", stderr(&up));
+    let err = stderr(&up);
+    assert!(err.contains("starts without peer messaging") && err.contains("not made by workroom"), "{err}");
+    assert_eq!(inspect(&ws.room_name(), "{{.HostConfig.PidMode}}"), "");
+    assert_eq!(ws.exec_ok(&["echo", "ok"]).trim(), "ok", "the room works");
+    let again = ws.workroom(&["up"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let err = stderr(&again);
+    assert!(err.contains("will see no peers") && err.contains(&format!("workroom down {}", ws.room_name())), "{err}");
+}
+
+#[test]
+fn list_hides_the_peer_anchor() {
+    let scope = PeerScope::new("list");
+    let ws = dev_room(&scope);
+    ws.up();
+    assert_eq!(inspect(&scope.anchor(), "{{.State.Running}}"), "true");
+    let out =
+        Command::new(workroom_bin()).args(["list", "--json"]).env("WORKROOM_SCOPE", &scope.scope).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = listed.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, [ws.room_name().as_str()], "only this scope's room, not its anchor");
+}
+
+#[test]
+fn stop_all_sweeps_the_peer_anchor_and_the_next_up_brings_it_back() {
+    let scope = PeerScope::new("stop");
+    let ws = dev_room(&scope);
+    ws.up();
+    // Scoped: stops this test's room and anchor only, not other tests' rooms.
+    let out = ws.workroom(&["stop", "--all"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let (room_at, anchor_at) = (err.find(&ws.room_name()).unwrap(), err.find(&scope.anchor()).unwrap());
+    assert!(room_at < anchor_at, "rooms first, the anchor last: {err}");
+    assert_eq!(inspect(&scope.anchor(), "{{.State.Running}}"), "false");
+    assert_eq!(inspect(&ws.room_name(), "{{.State.Running}}"), "false");
+    ws.up();
+    assert_eq!(inspect(&scope.anchor(), "{{.State.Running}}"), "true");
+    assert_eq!(ws.exec_ok(&["echo", "back"]).trim(), "back");
+}
+
+#[test]
+fn a_room_that_orphans_50_children_leaves_no_zombie() {
+    let scope = PeerScope::new("reap");
+    let ws = dev_room(&scope);
+    ws.up();
+    // An orphan's parent is the anchor, PID 1 of the shared namespace: so
+    // no zombie below means the anchor reaped them (nothing else could).
+    let ppid = ws.exec_ok(&["sh", "-c", "(sleep 30 >/dev/null 2>&1 &); sleep 0.2; ps -o ppid= -C sleep | head -1"]);
+    assert_eq!(ppid.trim(), "1", "orphans are the anchor's");
+    assert_eq!(ws.exec_ok(&["ps", "-o", "comm=", "-p", "1"]).trim(), "workroomd");
+    ws.exec_ok(&["sh", "-c", "for i in $(seq 50); do (sleep 0 &) ; done"]);
+    eventually("no zombie in the shared namespace", REAP_WAIT, || {
+        ws.exec_ok(&["ps", "-eo", "stat="]).lines().all(|s| !s.starts_with('Z'))
+    });
+}
+
+#[test]
+fn a_room_whose_user_would_not_own_the_socket_folder_is_warned_at_up() {
+    let scope = PeerScope::new("owner");
+    let dev = dev_room(&scope);
+    dev.up();
+    let root = scope.workspace(serde_json::json!({ "image": DEBIAN }));
+    let up = root.workroom(&["up"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let err = stderr(&up);
+    assert!(err.contains("root runs as 0:0") && err.contains("belongs to 1000:1000"), "{err}");
+}
+
+#[test]
+fn a_named_room_with_peers_is_another_container_than_its_plain_namesake() {
+    let scope = PeerScope::new("named");
+    let tag = &scope.scope;
+    let ws = dev_room(&scope);
+    let up = ws.workroom(&["up", "--name", &format!("{tag}-infra"), "--peer"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let plain = ws.workroom(&["up", "--name", &format!("{tag}-infra-peer"), "--peer=false"]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let peer_room = format!("workroom-{tag}-infra.peer");
+    let plain_room = format!("workroom-{tag}-infra-peer");
+    let anchor_id = inspect(&scope.anchor(), "{{.Id}}");
+    assert_eq!(inspect(&peer_room, "{{.HostConfig.PidMode}}"), format!("container:{anchor_id}"));
+    assert_eq!(inspect(&plain_room, "{{.HostConfig.PidMode}}"), "");
+    remove_container(&peer_room);
+    remove_container(&plain_room);
+}
