@@ -113,6 +113,11 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
         }
     };
     while let Some((request, handle)) = link.accept().await {
+        // The offer needs the link itself: the daemon opens streams back.
+        if let Request::OfferCredentials { user, ssh_agent, git_credentials } = request {
+            tokio::spawn(crate::credentials::offer(link.clone(), handle, user, ssh_agent, git_credentials));
+            continue;
+        }
         tokio::spawn(handle_request(state.clone(), request, handle));
     }
 }
@@ -137,6 +142,11 @@ async fn handle_request(state: Arc<State>, request: Request, handle: StreamHandl
         }
         Request::Echo => echo(&handle).await,
         Request::Run(run) => run_command(&handle, run).await,
+        Request::Connect { host, port } => crate::forward::connect(&handle, host, port).await,
+        Request::OfferCredentials { .. } => handle.reply(Response::error("credentials are offered once per link")).await,
+        Request::SshAgent | Request::GitCredential { .. } => {
+            handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
+        }
     };
     if let Err(e) = result {
         eprintln!("workroomd: stream {}: {e}", handle.id());
