@@ -148,16 +148,18 @@ fn the_credential_helper_says_no_host_is_connected_once_the_forwarder_is_gone() 
     std::fs::write(&gitconfig, "[credential]\n\thelper = \"!f() { echo username=u; echo password=p; }; f\"\n").unwrap();
     room.gitconfig = Some(gitconfig);
     room.workroom_ok(&["up"]);
-    let pid: u32 = std::fs::read_to_string(room.home.path().join("workroom").join(format!("{}.pid", room.ws.room_name())))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid: u32 =
+        std::fs::read_to_string(room.home.path().join("workroom").join(format!("{}.pid", room.ws.room_name())))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
     // The daemon sees the link close and stops serving; the helper says so.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let said = loop {
-        let out = room.exec(&["sh", "-c", "echo protocol=https; echo host=x | /.workroom/bin/workroomd git-credential get"]);
+        let out =
+            room.exec(&["sh", "-c", "echo protocol=https; echo host=x | /.workroom/bin/workroomd git-credential get"]);
         let said = stderr(&out);
         if said.contains("no credentials from the host") || std::time::Instant::now() > deadline {
             break said;

@@ -163,7 +163,10 @@ pub async fn ports(room: Option<&str>, as_json: bool) -> anyhow::Result<i32> {
         }
         for (on, what) in [(s.ssh_agent, "ssh-agent"), (s.git_credentials, "git credentials")] {
             if on {
-                out.push_str(&format!("{:<36} {:<10} {:<26} {:<16} {:<8} {}\n", s.room, "-", what, "-", s.pid, "forwarded"));
+                out.push_str(&format!(
+                    "{:<36} {:<10} {:<26} {:<16} {:<8} {}\n",
+                    s.room, "-", what, "-", s.pid, "forwarded"
+                ));
             }
         }
     }

@@ -34,7 +34,10 @@ pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) {
     let result = match request {
         Request::SshAgent => match &offer.ssh_agent {
             Some(path) => agent(path, &stream).await,
-            None => stream.reply(Response::error("this host does not forward its ssh-agent")).await.map_err(|e| e.to_string()),
+            None => stream
+                .reply(Response::error("this host does not forward its ssh-agent"))
+                .await
+                .map_err(|e| e.to_string()),
         },
         Request::GitCredential { operation, input } => {
             let reply = if offer.git_credentials {
@@ -47,10 +50,9 @@ pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) {
             };
             stream.reply(reply).await.map_err(|e| e.to_string())
         }
-        other => stream
-            .reply(Response::error(format!("the host does not serve {other:?}")))
-            .await
-            .map_err(|e| e.to_string()),
+        other => {
+            stream.reply(Response::error(format!("the host does not serve {other:?}"))).await.map_err(|e| e.to_string())
+        }
     };
     if let Err(e) = result {
         eprintln!("workroom: credentials: {e}");
@@ -94,7 +96,12 @@ async fn git_credential(operation: &str, input: &str) -> Result<String, String> 
     });
     let output = tokio::time::timeout(GIT_CREDENTIAL_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| format!("`git credential {operation}` on the host gave no answer within {} s", GIT_CREDENTIAL_TIMEOUT.as_secs()))?
+        .map_err(|_| {
+            format!(
+                "`git credential {operation}` on the host gave no answer within {} s",
+                GIT_CREDENTIAL_TIMEOUT.as_secs()
+            )
+        })?
         .map_err(|e| format!("git on the host: {e}"))?;
     let _ = feed.await;
     if !output.status.success() {

@@ -258,12 +258,7 @@ pub fn start_background(room: &str, forward_args: &[String]) -> anyhow::Result<O
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the workroom executable")?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("forward")
-        .arg("--detached")
-        .args(forward_args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
+    cmd.arg("forward").arg("--detached").args(forward_args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: setsid is async-signal-safe; in its own session the forwarder
     // outlives the terminal `up` ran in and gets none of its signals.
     unsafe {

@@ -112,7 +112,9 @@ mod tests {
     fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, PortAttributes)> {
         pairs
             .iter()
-            .map(|(k, l)| (k.to_string(), PortAttributes { label: Some(l.to_string()), protocol: None, on_auto_forward: None }))
+            .map(|(k, l)| {
+                (k.to_string(), PortAttributes { label: Some(l.to_string()), protocol: None, on_auto_forward: None })
+            })
             .collect()
     }
 
@@ -135,7 +137,8 @@ mod tests {
 
     #[test]
     fn config_forwards_are_labelled_exactly_before_by_range() {
-        let ports = [ForwardPort::Port(3000), ForwardPort::HostPort { host: "db".into(), port: 5432 }, ForwardPort::Port(4005)];
+        let ports =
+            [ForwardPort::Port(3000), ForwardPort::HostPort { host: "db".into(), port: 5432 }, ForwardPort::Port(4005)];
         let forwards = from_config(&ports, &attrs(&[("4000-4010", "range"), ("3000", "web"), ("db:5432", "postgres")]));
         let labels: Vec<_> = forwards.iter().map(|f| f.label.as_deref()).collect();
         assert_eq!(labels, [Some("web"), Some("postgres"), Some("range")]);

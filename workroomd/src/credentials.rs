@@ -278,8 +278,9 @@ pub fn helper(args: &[String]) -> i32 {
 }
 
 fn ask_daemon(operation: &str, input: &str) -> Result<String, String> {
-    let mut conn = std::os::unix::net::UnixStream::connect(CREDENTIAL_SOCKET)
-        .map_err(|e| format!("no credentials from the host ({CREDENTIAL_SOCKET}: {e}); is `workroom up` running for this room?"))?;
+    let mut conn = std::os::unix::net::UnixStream::connect(CREDENTIAL_SOCKET).map_err(|e| {
+        format!("no credentials from the host ({CREDENTIAL_SOCKET}: {e}); is `workroom up` running for this room?")
+    })?;
     conn.set_read_timeout(Some(CREDENTIAL_DEADLINE + Duration::from_secs(1))).map_err(|e| e.to_string())?;
     conn.write_all(format!("{operation}\n{input}").as_bytes()).map_err(|e| format!("cannot ask the daemon: {e}"))?;
     conn.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;

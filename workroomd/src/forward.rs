@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn etc_hosts_names_resolve_with_comments_and_aliases_ignored_correctly() {
-        let hosts = "127.0.0.1 localhost\n# 10.0.0.9 db\n172.17.0.2 abc123 room.local # mine\n::1 localhost ip6-localhost\n";
+        let hosts =
+            "127.0.0.1 localhost\n# 10.0.0.9 db\n172.17.0.2 abc123 room.local # mine\n::1 localhost ip6-localhost\n";
         assert_eq!(hosts_lookup(hosts, "room.local"), vec!["172.17.0.2".parse::<IpAddr>().unwrap()]);
         assert_eq!(hosts_lookup(hosts, "db"), Vec::<IpAddr>::new());
         assert_eq!(hosts_lookup(hosts, "localhost").len(), 2);

@@ -143,7 +143,9 @@ async fn handle_request(state: Arc<State>, request: Request, handle: StreamHandl
         Request::Echo => echo(&handle).await,
         Request::Run(run) => run_command(&handle, run).await,
         Request::Connect { host, port } => crate::forward::connect(&handle, host, port).await,
-        Request::OfferCredentials { .. } => handle.reply(Response::error("credentials are offered once per link")).await,
+        Request::OfferCredentials { .. } => {
+            handle.reply(Response::error("credentials are offered once per link")).await
+        }
         Request::SshAgent | Request::GitCredential { .. } => {
             handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
         }
