@@ -49,7 +49,8 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         .and_then(|c| c.env.as_ref())
         .map(|e| e.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
         .unwrap_or_default();
-    let ctx = HookContext::new(&loaded, &user, &container_env);
+    let mut ctx = HookContext::new(&loaded, &user, &container_env);
+    ctx.env.extend(crate::forward::room_env(&name));
     let spec = ExecSpec {
         argv,
         user: Some(user),

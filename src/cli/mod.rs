@@ -4,6 +4,7 @@
 
 mod config_cmd;
 mod exec_cmd;
+pub mod forward_cmd;
 mod rooms;
 mod up_cmd;
 
@@ -103,6 +104,29 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR", default_value = ".")]
         workspace_folder: PathBuf,
     },
+    /// Forward host ports (127.0.0.1 only) to ports in the room, over the daemon link.
+    ///
+    /// `workroom forward [ROOM] PORT[:CONTAINER_PORT]...`; a CONTAINER_PORT may be
+    /// `HOST:PORT` (a name the room resolves). With no ports, the configuration's
+    /// `forwardPorts`.
+    Forward {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// Run detached, as the room's host process (also carries credentials);
+        /// it ends with the room.
+        #[arg(long)]
+        background: bool,
+        #[arg(long, hide = true)]
+        detached: bool,
+        #[arg(value_name = "[ROOM] PORT[:CONTAINER_PORT]")]
+        args: Vec<String>,
+    },
+    /// What the rooms' forwarders carry: room, host port, target, label, pid, state.
+    Ports {
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// The daemon's and the supervised program's output.
     Logs {
         name: Option<String>,
@@ -136,6 +160,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::Down { name, all, volumes, workspace_folder } => {
                 rooms::down(name.as_deref(), all, &workspace_folder, volumes).await
             }
+            Cmd::Forward { workspace, background, detached, args } => {
+                forward_cmd::forward(forward_cmd::ForwardArgs { workspace, args, background, detached }).await
+            }
+            Cmd::Ports { name, json } => forward_cmd::ports(name.as_deref(), json).await,
             Cmd::Logs { name, follow, workspace_folder } => {
                 rooms::logs(name.as_deref(), &workspace_folder, follow).await
             }

@@ -104,6 +104,7 @@ pub async fn stop(name_arg: Option<&str>, all: bool, folder: &std::path::Path) -
     let engine = Engine::connect().await?;
     for c in targets(&engine, name_arg, all, folder).await? {
         let n = name(&c);
+        crate::forward::state::stop_background(&n);
         engine.stop(c.id.as_deref().unwrap_or(&n), STOP_GRACE).await?;
         eprintln!("stopped {n}");
     }
@@ -114,6 +115,7 @@ pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, v
     let engine = Engine::connect().await?;
     for c in targets(&engine, name_arg, all, folder).await? {
         let n = name(&c);
+        crate::forward::state::stop_background(&n);
         engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
         eprintln!("removed {n}");
     }

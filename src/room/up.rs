@@ -96,7 +96,10 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
 
     let link = wait_for_daemon(engine, &id).await?;
     let container_env = container_env(&container);
-    let ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
+    // Before the hooks, so they can use the forwarded credentials.
+    crate::cli::forward_cmd::start_for_up(loaded, &name)?;
+    let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
+    ctx.env.extend(crate::forward::room_env(&name));
     hooks::run_due(&link, &ctx, options.post_attach).await?;
     if let Some(p) = &prepared {
         for w in p.warnings.iter().cloned().chain(peers::verify(&link, &name, &remote_user, p, &names.volume).await) {

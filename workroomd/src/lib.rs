@@ -13,6 +13,7 @@
 //!
 //! The binary half (`src/main.rs`, feature `daemon`) is the daemon itself.
 
+pub mod pipe;
 pub mod proto;
 pub mod users;
 

@@ -7,10 +7,13 @@
 //! - `anchor`: PID 1 of the peer anchor; reaps zombies.
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
 //! - `update-uid USER UID GID`: give the remote user the host's ids.
+//! - `git-credential get|store|erase`: git's credential helper, asking the host.
 //! - `version`.
 
 mod anchor;
 mod bootid;
+mod credentials;
+mod forward;
 mod jobs;
 mod relay;
 mod serve;
@@ -29,6 +32,7 @@ fn main() {
         Some("anchor") => anchor::run(),
         Some("own") => jobs::own(&args[1..]),
         Some("update-uid") => jobs::update_uid(&args[1..]),
+        Some("git-credential") => credentials::helper(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0

@@ -9,3 +9,12 @@ pub const RUN_DIR: &str = "/.workroom/run";
 pub const SOCKET_PATH: &str = "/.workroom/run/workroomd.sock";
 /// State that survives a container restart (lifecycle markers).
 pub const STATE_DIR: &str = "/.workroom/state";
+/// The remote user's folder (0700, the user's) for the sockets carrying the
+/// host's credentials; see the daemon's `credentials` module.
+pub const AGENT_DIR: &str = "/.workroom/agent";
+/// `SSH_AUTH_SOCK` in the room while the host forwards its ssh-agent.
+pub const AGENT_SOCKET: &str = "/.workroom/agent/agent.sock";
+/// Where `workroomd git-credential` asks for the host's git credentials.
+pub const CREDENTIAL_SOCKET: &str = "/.workroom/agent/git-credential.sock";
+/// The git credential helper configured for the remote user.
+pub const CREDENTIAL_HELPER: &str = "/.workroom/bin/workroomd git-credential";

@@ -117,6 +117,11 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
     // it again (its claim is abandoned), so a survivor would run beside it.
     let (gone, host_gone) = tokio::sync::watch::channel(false);
     while let Some((request, handle)) = link.accept().await {
+        // The offer needs the link itself: the daemon opens streams back.
+        if let Request::OfferCredentials { user, ssh_agent, git_credentials } = request {
+            tokio::spawn(crate::credentials::offer(link.clone(), handle, user, ssh_agent, git_credentials));
+            continue;
+        }
         tokio::spawn(handle_request(state.clone(), request, handle, host_gone.clone()));
     }
     let _ = gone.send(true);
@@ -147,6 +152,13 @@ async fn handle_request(
         }
         Request::Echo => echo(&handle).await,
         Request::Run(run) => run_command(&handle, run, host_gone).await,
+        Request::Connect { host, port } => crate::forward::connect(&handle, host, port).await,
+        Request::OfferCredentials { .. } => {
+            handle.reply(Response::error("credentials are offered once per link")).await
+        }
+        Request::SshAgent | Request::GitCredential { .. } => {
+            handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
+        }
     };
     if let Err(e) = result {
         eprintln!("workroomd: stream {}: {e}", handle.id());

@@ -134,7 +134,38 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expected: Option<Expected>,
     },
+    /// Host to daemon, streaming: dial TCP `host:port` from inside the room
+    /// (`127.0.0.1` for a plain forwarded port). [`Response::Ready`] once
+    /// connected, or `Error` ("connection refused on <host>:<port> in the
+    /// room"); then the connection's bytes both ways as `Data`, and `Eof` in
+    /// either direction is a half-close (shutdown of the write side).
+    Connect { host: String, port: u16 },
+    /// Host to daemon, non-streaming: this link carries credentials for the
+    /// room until it closes. The daemon then serves the agent socket (when
+    /// `ssh_agent`) and answers the git credential helper (when
+    /// `git_credentials`), opening the streams below toward this link.
+    /// [`Response::Ready`], or `Error` naming what could not be set up.
+    OfferCredentials {
+        /// The remote user, who alone may reach the sockets.
+        user: String,
+        ssh_agent: bool,
+        git_credentials: bool,
+    },
+    /// Daemon to host (an even stream id), streaming: one connection to the
+    /// host's ssh-agent (`$SSH_AUTH_SOCK`). `Ready` once the host reached its
+    /// agent, then the agent protocol's bytes both ways as `Data`.
+    SshAgent,
+    /// Daemon to host, non-streaming: run `git credential <operation>`
+    /// (`fill`, `approve` or `reject`) on the host with `input` on its
+    /// stdin; [`Response::Credential`] with its stdout. `input` is at most
+    /// [`MAX_CREDENTIAL_INPUT`] bytes.
+    GitCredential { operation: String, input: String },
 }
+
+/// The largest git credential request either side passes on: git's
+/// credential descriptions are a few short `key=value` lines, and a request
+/// travels in one frame; anything this large is not a credential.
+pub const MAX_CREDENTIAL_INPUT: usize = 64 * 1024;
 
 impl Request {
     /// Whether the stream carries bytes after the reply. The link uses it to
@@ -142,8 +173,13 @@ impl Request {
     /// protocol.
     pub fn is_streaming(&self) -> bool {
         match self {
-            Request::Run(_) | Request::Echo => true,
-            Request::Status | Request::Users | Request::GetMarkers | Request::SetMarker { .. } => false,
+            Request::Run(_) | Request::Echo | Request::Connect { .. } | Request::SshAgent => true,
+            Request::Status
+            | Request::Users
+            | Request::GetMarkers
+            | Request::SetMarker { .. }
+            | Request::OfferCredentials { .. }
+            | Request::GitCredential { .. } => false,
         }
     }
 }
@@ -209,6 +245,10 @@ pub enum Response {
         applied: bool,
         /// The marker's value after the request.
         current: Option<String>,
+    },
+    /// The answer to [`Request::GitCredential`]: `git credential`'s stdout.
+    Credential {
+        output: String,
     },
     /// The request failed; a streaming request's stream ends here too.
     Error {
@@ -354,6 +394,21 @@ mod tests {
         assert!(Request::Run(RunRequest::default()).is_streaming());
         assert!(!Request::Status.is_streaming());
         assert!(!Request::Users.is_streaming());
+    }
+
+    #[test]
+    fn forwarding_requests_have_the_documented_shape() {
+        let connect = Request::Connect { host: "127.0.0.1".into(), port: 8080 };
+        assert_eq!(wire(&connect), json!({"op": "connect", "host": "127.0.0.1", "port": 8080}));
+        assert!(connect.is_streaming());
+        assert!(Request::SshAgent.is_streaming());
+        let fill = Request::GitCredential { operation: "fill".into(), input: "protocol=https\n".into() };
+        assert!(!fill.is_streaming());
+        round_trip(&fill);
+        let offer = Request::OfferCredentials { user: "dev".into(), ssh_agent: true, git_credentials: false };
+        assert!(!offer.is_streaming());
+        round_trip(&offer);
+        round_trip(&Response::Credential { output: "username=u\n".into() });
     }
 
     #[test]

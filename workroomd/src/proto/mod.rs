@@ -128,6 +128,7 @@ pub use link::{
 };
 pub use message::{
     DaemonStatus, ExitStatus, Expected, Hello, ProgramStatus, Reason, Request, Response, Role, RunRequest,
+    MAX_CREDENTIAL_INPUT,
 };
 pub use stream::{Event, StreamError, StreamHandle};
 

@@ -1,0 +1,123 @@
+//! The host's answers to the streams the daemon opens toward a forwarder
+//! that offered credentials: a connection to the host's ssh-agent, and
+//! `git credential` runs.
+//!
+//! Offering credentials trusts the room: anything running there as the
+//! remote user may ask the agent to sign and git for any host's
+//! credentials, as with `ssh -A`. That is why both can be turned off
+//! (`[forward]` settings) and why nothing is offered without a host process.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use workroomd::pipe;
+use workroomd::proto::{Request, Response, StreamHandle, MAX_CREDENTIAL_INPUT};
+
+/// How long the host's `git credential` may run. Shorter than the daemon's
+/// deadline for the whole request, so the room hears our reason rather than
+/// a timeout. A helper that prompts has no terminal here (the forwarder is
+/// detached), so a long wait means it is stuck.
+const GIT_CREDENTIAL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The only `git credential` subcommands the room may run on the host.
+const OPERATIONS: &[&str] = &["fill", "approve", "reject"];
+
+/// What this forwarder offers, decided at its start.
+#[derive(Debug, Clone, Default)]
+pub struct Offer {
+    pub ssh_agent: Option<PathBuf>,
+    pub git_credentials: bool,
+}
+
+pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) {
+    let result = match request {
+        Request::SshAgent => match &offer.ssh_agent {
+            Some(path) => agent(path, &stream).await,
+            None => stream
+                .reply(Response::error("this host does not forward its ssh-agent"))
+                .await
+                .map_err(|e| e.to_string()),
+        },
+        Request::GitCredential { operation, input } => {
+            let reply = if offer.git_credentials {
+                match git_credential(&operation, &input).await {
+                    Ok(output) => Response::Credential { output },
+                    Err(message) => Response::error(message),
+                }
+            } else {
+                Response::error("this host does not forward git credentials")
+            };
+            stream.reply(reply).await.map_err(|e| e.to_string())
+        }
+        other => {
+            stream.reply(Response::error(format!("the host does not serve {other:?}"))).await.map_err(|e| e.to_string())
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("workroom: credentials: {e}");
+    }
+}
+
+async fn agent(path: &std::path::Path, stream: &StreamHandle) -> Result<(), String> {
+    let conn = match tokio::net::UnixStream::connect(path).await {
+        Ok(c) => c,
+        Err(e) => {
+            let message = format!("cannot reach the host's ssh-agent at {}: {e}", path.display());
+            return stream.reply(Response::error(message)).await.map_err(|e| e.to_string());
+        }
+    };
+    stream.reply(Response::Ready).await.map_err(|e| e.to_string())?;
+    let (reader, writer) = conn.into_split();
+    pipe::splice(stream, reader, writer).await.map_err(|e| e.to_string())
+}
+
+async fn git_credential(operation: &str, input: &str) -> Result<String, String> {
+    if !OPERATIONS.contains(&operation) {
+        return Err(format!("`git credential {operation}` is not forwarded (only {})", OPERATIONS.join(", ")));
+    }
+    if input.len() > MAX_CREDENTIAL_INPUT {
+        return Err(format!("the credential request is larger than {MAX_CREDENTIAL_INPUT} bytes"));
+    }
+    let mut child = tokio::process::Command::new("git")
+        .args(["credential", operation])
+        // No terminal to prompt on: a helper that cannot answer says so.
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run git on the host: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = input.to_owned();
+    let feed = tokio::spawn(async move {
+        let _ = stdin.write_all(input.as_bytes()).await;
+    });
+    let output = tokio::time::timeout(GIT_CREDENTIAL_TIMEOUT, child.wait_with_output())
+        .await
+        .map_err(|_| {
+            format!(
+                "`git credential {operation}` on the host gave no answer within {} s",
+                GIT_CREDENTIAL_TIMEOUT.as_secs()
+            )
+        })?
+        .map_err(|e| format!("git on the host: {e}"))?;
+    let _ = feed.await;
+    if !output.status.success() {
+        let said = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("`git credential {operation}` on the host failed ({}): {}", output.status, said.trim()));
+    }
+    String::from_utf8(output.stdout).map_err(|_| "git's answer is not UTF-8".to_owned())
+}
+
+/// Whether the host's git has a credential helper to ask; without one,
+/// `git credential fill` could only prompt, and there is no terminal.
+pub fn host_git_has_helper() -> bool {
+    std::process::Command::new("git")
+        .args(["config", "--get-all", "credential.helper"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.trim_ascii().is_empty())
+}

@@ -1,0 +1,301 @@
+//! Ports and credentials over the daemon link, nothing published.
+//!
+//! A forwarder is a host process holding ONE link to the room's daemon
+//! (`RoomLink`, over `docker exec ... workroomd relay`). It listens on the
+//! host's 127.0.0.1 only; each accepted TCP connection becomes a
+//! `Request::Connect` stream on that link, which the daemon dials inside the
+//! room. The link's per-stream credit gives each connection its own
+//! backpressure, so one slow client never stalls another.
+//!
+//! `up` starts one forwarder per room in the background (detached, its own
+//! session, output to a log file; see [`state`]) for `forwardPorts` and the
+//! credentials; it ends with the link (the room stopped or removed), and
+//! `stop`/`down` end it at once. `workroom forward` runs more by hand.
+//!
+//! # Layout
+//! - [`spec`]: what to forward (pure).
+//! - [`settings`]: `[forward]` opt-outs.
+//! - [`state`]: pid, log and status files; `workroom ports` reads them.
+//! - `host_credentials`: the host's side of ssh-agent and git credentials.
+
+mod host_credentials;
+pub mod settings;
+pub mod spec;
+pub mod state;
+
+use crate::engine::Engine;
+use crate::link::RoomLink;
+pub use host_credentials::Offer;
+use spec::Forward;
+use state::{ForwardState, Status};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use workroomd::pipe;
+use workroomd::proto::{Link, Request, Response, RunRequest};
+use workroomd::room;
+
+/// How long `up` (or `forward --background`) waits for the detached
+/// forwarder to connect and bind its ports. Connecting is one `docker exec`
+/// (well under a second); past this something is wrong and the log says what.
+const BACKGROUND_READY_WAIT: Duration = Duration::from_secs(20);
+
+/// What a forwarder does for one room.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The container's name (state files are named by it).
+    pub room: String,
+    pub container_id: String,
+    pub remote_user: String,
+    pub forwards: Vec<Forward>,
+    pub offer: Offer,
+    pub background: bool,
+}
+
+/// Runs a forwarder until its link closes or it is told to stop (SIGTERM,
+/// SIGINT). Returns the exit code.
+pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
+    let room_link = RoomLink::connect(engine, &plan.container_id).await?;
+    let link = room_link.link().clone();
+    let pid = std::process::id();
+
+    let mut states = Vec::new();
+    let mut listeners = Vec::new();
+    for forward in &plan.forwards {
+        match TcpListener::bind(("127.0.0.1", forward.host_port)).await {
+            Ok(l) => {
+                states.push(ForwardState { forward: forward.clone(), state: "listening".into() });
+                listeners.push((l, Arc::new(forward.clone())));
+                eprintln!("workroom: forwarding {forward}{}", label_suffix(forward));
+            }
+            Err(e) => {
+                let why = if e.kind() == std::io::ErrorKind::AddrInUse {
+                    format!("port {} is taken on the host", forward.host_port)
+                } else {
+                    format!("cannot listen on 127.0.0.1:{}: {e}", forward.host_port)
+                };
+                eprintln!("workroom: not forwarding {forward}: {why}");
+                states.push(ForwardState { forward: forward.clone(), state: why });
+            }
+        }
+    }
+
+    let offered = offer_credentials(&room_link, &plan).await;
+    if listeners.is_empty() && !offered {
+        anyhow::bail!("nothing to forward for {}: no port could be bound and no credentials are offered", plan.room);
+    }
+    let status = Status {
+        room: plan.room.clone(),
+        pid,
+        background: plan.background,
+        forwards: states,
+        ssh_agent: offered && plan.offer.ssh_agent.is_some(),
+        git_credentials: offered && plan.offer.git_credentials,
+    };
+    state::write_status(&status)?;
+
+    for (listener, forward) in listeners {
+        tokio::spawn(accept_loop(listener, forward, link.clone()));
+    }
+    let offer = Arc::new(plan.offer.clone());
+    let serving = link.clone();
+    tokio::spawn(async move {
+        while let Some((request, stream)) = serving.accept().await {
+            let offer = offer.clone();
+            tokio::spawn(async move { host_credentials::handle(&offer, request, stream).await });
+        }
+    });
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let code = tokio::select! {
+        reason = link.closed() => {
+            eprintln!("workroom: the link to {} closed ({reason}); forwards end", plan.room);
+            0
+        }
+        _ = term.recv() => 0,
+        _ = int.recv() => 130,
+    };
+    state::remove_own(&plan.room, pid, plan.background);
+    Ok(code)
+}
+
+fn label_suffix(forward: &Forward) -> String {
+    forward.label.as_ref().map(|l| format!(" ({l})")).unwrap_or_default()
+}
+
+async fn accept_loop(listener: TcpListener, forward: Arc<Forward>, link: Link) {
+    loop {
+        match listener.accept().await {
+            Ok((tcp, _)) => {
+                tokio::spawn(carry(tcp, forward.clone(), link.clone()));
+            }
+            // Out of descriptors and the like: say it, keep serving.
+            Err(e) => eprintln!("workroom: {forward}: accept: {e}"),
+        }
+    }
+}
+
+/// One forwarded connection. A refusal in the room closes the client's
+/// connection (it sees the close, as with a refused direct connection once
+/// accepted) and is said on our stderr: the log of a background forwarder.
+async fn carry(tcp: TcpStream, forward: Arc<Forward>, link: Link) {
+    let _ = tcp.set_nodelay(true);
+    let request = Request::Connect { host: forward.target_host.clone(), port: forward.target_port };
+    let stream = match link.open(request).await {
+        Ok(s) => s,
+        Err(e) => return eprintln!("workroom: {forward}: {e}"),
+    };
+    match stream.recv_reply().await {
+        Ok(Response::Ready) => {}
+        Ok(Response::Error { message }) => return eprintln!("workroom: {forward}: {message}"),
+        Ok(other) => return eprintln!("workroom: {forward}: unexpected answer {other:?}"),
+        Err(e) => return eprintln!("workroom: {forward}: {e}"),
+    }
+    let (reader, writer) = tcp.into_split();
+    if let Err(e) = pipe::splice(&stream, reader, writer).await {
+        eprintln!("workroom: {forward}: {e}");
+    }
+}
+
+/// Tells the daemon this link carries the credentials the plan offers, and
+/// makes the room's git ask them. Failures are warnings: ports still work.
+async fn offer_credentials(room_link: &RoomLink, plan: &Plan) -> bool {
+    let offer = &plan.offer;
+    if offer.ssh_agent.is_none() && !offer.git_credentials {
+        return false;
+    }
+    let request = Request::OfferCredentials {
+        user: plan.remote_user.clone(),
+        ssh_agent: offer.ssh_agent.is_some(),
+        git_credentials: offer.git_credentials,
+    };
+    match room_link.link().request(request).await {
+        Ok(Response::Ready) => {}
+        Ok(Response::Error { message }) => {
+            eprintln!("warning: credentials are not forwarded to {}: {message}", plan.room);
+            return false;
+        }
+        Ok(other) => {
+            eprintln!("warning: credentials are not forwarded to {}: unexpected answer {other:?}", plan.room);
+            return false;
+        }
+        Err(e) => {
+            eprintln!("warning: credentials are not forwarded to {}: {e}", plan.room);
+            return false;
+        }
+    }
+    if offer.git_credentials {
+        configure_git_helper(room_link, &plan.remote_user).await;
+    }
+    true
+}
+
+/// Makes the remote user's git ask the host: only when git is in the image
+/// and the user has no credential helper of their own (theirs wins).
+async fn configure_git_helper(room_link: &RoomLink, user: &str) {
+    let script = format!(
+        "command -v git >/dev/null 2>&1 || exit 0; \
+         [ -n \"$(git config --global --get-all credential.helper)\" ] && exit 0; \
+         git config --global credential.helper '{}'",
+        room::CREDENTIAL_HELPER
+    );
+    let request = RunRequest {
+        argv: vec!["/bin/sh".into(), "-c".into(), script],
+        user: Some(user.to_string()),
+        ..Default::default()
+    };
+    match room_link.run_prefixed(request, "git credential helper").await {
+        Ok(status) if status.code == Some(0) => {}
+        Ok(status) => eprintln!("warning: could not configure git's credential helper in the room ({status:?})"),
+        Err(e) => eprintln!("warning: could not configure git's credential helper in the room: {e}"),
+    }
+}
+
+/// The credentials a room's host process would offer from this host, with
+/// the workspace's settings.
+pub fn host_offer(workspace: &Path) -> Offer {
+    let settings = settings::load(workspace);
+    let ssh_agent = settings
+        .ssh_agent
+        .then(|| std::env::var_os("SSH_AUTH_SOCK").filter(|v| !v.is_empty()).map(std::path::PathBuf::from))
+        .flatten();
+    let git_credentials = settings.git_credentials && host_credentials::host_git_has_helper();
+    Offer { ssh_agent, git_credentials }
+}
+
+/// Environment for commands in the room (exec, hooks) while the room's
+/// background forwarder carries the ssh-agent.
+pub fn room_env(room: &str) -> Vec<(String, String)> {
+    let carried = state::background_pid(room)
+        .and_then(|pid| state::read_status(room, pid))
+        .is_some_and(|status| status.ssh_agent);
+    if carried {
+        vec![("SSH_AUTH_SOCK".to_string(), room::AGENT_SOCKET.to_string())]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Starts the room's background forwarder unless one runs or there is
+/// nothing to carry. `forward_args` are the `workroom forward` arguments
+/// that find the room and its forwards again (the child reloads them).
+/// Returns the child's status once it is ready.
+pub fn start_background(room: &str, forward_args: &[String]) -> anyhow::Result<Option<Status>> {
+    use anyhow::Context as _;
+    use std::os::unix::process::CommandExt;
+    if let Some(pid) = state::background_pid(room) {
+        return Ok(state::read_status(room, pid));
+    }
+    std::fs::create_dir_all(state::dir()).with_context(|| format!("cannot make {}", state::dir().display()))?;
+    let log_path = state::log_file(room);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find the workroom executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("forward").arg("--detached").args(forward_args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: setsid is async-signal-safe; in its own session the forwarder
+    // outlives the terminal `up` ran in and gets none of its signals.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the background forwarder")?;
+    let pid = child.id();
+    std::fs::write(state::pid_file(room), format!("{pid}\n"))?;
+    let deadline = Instant::now() + BACKGROUND_READY_WAIT;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if let Some(status) = state::read_status(room, pid) {
+            // Reaped by nobody: it is detached, and init adopts it when we exit.
+            std::mem::forget(child);
+            return Ok(Some(status));
+        }
+        if let Ok(Some(exit)) = child.try_wait() {
+            let _ = std::fs::remove_file(state::pid_file(room));
+            let tail = log_tail(&log_path);
+            anyhow::bail!("the background forwarder for {room} ended ({exit}): {tail}");
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the background forwarder for {room} was not ready within {} s; see {}",
+                BACKGROUND_READY_WAIT.as_secs(),
+                log_path.display()
+            );
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no output)").to_string()
+}

@@ -1,0 +1,127 @@
+//! Where forwarders say what they do, so `workroom ports`, `stop` and `down`
+//! find them: `$XDG_STATE_HOME/workroom/` (or `~/.local/state/workroom/`).
+//!
+//! - `<room>.pid`: the room's background forwarder (started by `up`).
+//! - `<room>.log`: its stdout and stderr (refused connections are said here).
+//! - `ports/<room>.<pid>.json`: every running forwarder's forwards and their
+//!   state, written once it has bound its ports, removed when it ends.
+//!
+//! A pid is only trusted while `/proc/<pid>/cmdline` still names a
+//! `workroom forward`, so a recycled pid is never signalled.
+
+use super::spec::Forward;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A forward's state as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardState {
+    #[serde(flatten)]
+    pub forward: Forward,
+    /// `listening`, or why not (`port 8080 is taken on the host`).
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    pub room: String,
+    pub pid: u32,
+    pub background: bool,
+    pub forwards: Vec<ForwardState>,
+    #[serde(default)]
+    pub ssh_agent: bool,
+    #[serde(default)]
+    pub git_credentials: bool,
+}
+
+pub fn dir() -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".local/state")
+    });
+    base.join("workroom")
+}
+
+pub fn pid_file(room: &str) -> PathBuf {
+    dir().join(format!("{room}.pid"))
+}
+
+pub fn log_file(room: &str) -> PathBuf {
+    dir().join(format!("{room}.log"))
+}
+
+fn ports_dir() -> PathBuf {
+    dir().join("ports")
+}
+
+pub fn status_file(room: &str, pid: u32) -> PathBuf {
+    ports_dir().join(format!("{room}.{pid}.json"))
+}
+
+pub fn write_status(status: &Status) -> std::io::Result<()> {
+    std::fs::create_dir_all(ports_dir())?;
+    let path = status_file(&status.room, status.pid);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(status).expect("plain data"))?;
+    std::fs::rename(tmp, path)
+}
+
+pub fn read_status(room: &str, pid: u32) -> Option<Status> {
+    serde_json::from_slice(&std::fs::read(status_file(room, pid)).ok()?).ok()
+}
+
+/// The statuses of running forwarders, of one room or all; stale files
+/// (their process is gone) are removed on the way.
+pub fn running(room: Option<&str>) -> Vec<Status> {
+    let Ok(entries) = std::fs::read_dir(ports_dir()) else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Some(status) = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Status>(&b).ok()) else {
+            continue;
+        };
+        if !is_forwarder(status.pid) {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        if room.is_none_or(|r| r == status.room) {
+            found.push(status);
+        }
+    }
+    found.sort_by(|a, b| (&a.room, a.pid).cmp(&(&b.room, b.pid)));
+    found
+}
+
+/// Whether `pid` is a live `workroom forward` process.
+pub fn is_forwarder(pid: u32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let named_workroom = args.first().is_some_and(|a| a.ends_with(b"workroom"));
+    named_workroom && args.iter().any(|a| *a == b"forward")
+}
+
+/// The room's background forwarder, if it is running.
+pub fn background_pid(room: &str) -> Option<u32> {
+    let pid = std::fs::read_to_string(pid_file(room)).ok()?.trim().parse().ok()?;
+    is_forwarder(pid).then_some(pid)
+}
+
+/// Ends the room's background forwarder (for `stop` and `down`); true if
+/// one was running.
+pub fn stop_background(room: &str) -> bool {
+    let pid = background_pid(room);
+    let _ = std::fs::remove_file(pid_file(room));
+    let Some(pid) = pid else { return false };
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+    let _ = std::fs::remove_file(status_file(room, pid));
+    true
+}
+
+pub fn remove_own(room: &str, pid: u32, background: bool) {
+    let _ = std::fs::remove_file(status_file(room, pid));
+    if background && std::fs::read_to_string(pid_file(room)).is_ok_and(|p| p.trim() == pid.to_string()) {
+        let _ = std::fs::remove_file(pid_file(room));
+    }
+}

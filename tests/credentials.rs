@@ -1,0 +1,170 @@
+//! The host's ssh-agent and git credentials, carried into the room by the
+//! room's background forwarder, against the real engine.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A workspace whose `workroom` runs see only the test's agent, git config
+/// and state folder.
+struct Room {
+    ws: Workspace,
+    home: tempfile::TempDir,
+    agent_sock: Option<PathBuf>,
+    gitconfig: Option<PathBuf>,
+}
+
+impl Room {
+    fn new(config: serde_json::Value) -> Room {
+        Room { ws: Workspace::new(config), home: tempfile::tempdir().unwrap(), agent_sock: None, gitconfig: None }
+    }
+
+    fn workroom(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(workroom_bin());
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        cmd.args(&args[..split]).args(["--workspace-folder", &self.ws.folder()]).args(&args[split..]);
+        cmd.env("XDG_STATE_HOME", self.home.path()).env("XDG_CONFIG_HOME", self.home.path());
+        match &self.agent_sock {
+            Some(sock) => cmd.env("SSH_AUTH_SOCK", sock),
+            None => cmd.env_remove("SSH_AUTH_SOCK"),
+        };
+        cmd.env("GIT_CONFIG_GLOBAL", self.gitconfig.as_deref().unwrap_or(Path::new("/dev/null")));
+        cmd.output().expect("run workroom")
+    }
+
+    fn workroom_ok(&self, args: &[&str]) -> String {
+        let out = self.workroom(args);
+        assert!(out.status.success(), "workroom {args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    fn exec(&self, cmd: &[&str]) -> Output {
+        let mut args = vec!["exec", "--"];
+        args.extend_from_slice(cmd);
+        self.workroom(&args)
+    }
+}
+
+/// An ssh-agent of the test's own, killed on drop.
+struct Agent {
+    dir: tempfile::TempDir,
+    pid: u32,
+}
+
+impl Agent {
+    /// Starts an agent with one fresh ed25519 key; returns it and the key's
+    /// fingerprint line as `ssh-keygen -l` prints it.
+    fn with_key() -> (Agent, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("agent.sock");
+        let out = Command::new("ssh-agent").arg("-a").arg(&sock).output().expect("ssh-agent (package openssh-client)");
+        assert!(out.status.success(), "ssh-agent: {}", stderr(&out));
+        let text = stdout(&out);
+        let pid = text
+            .split("SSH_AGENT_PID=")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .and_then(|p| p.parse().ok())
+            .expect("ssh-agent prints its pid");
+        let agent = Agent { dir, pid };
+        let key = agent.dir.path().join("id_test");
+        let made = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "workroom-test-key", "-f"])
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "ssh-keygen: {}", stderr(&made));
+        let added = Command::new("ssh-add").arg(&key).env("SSH_AUTH_SOCK", &sock).output().unwrap();
+        assert!(added.status.success(), "ssh-add: {}", stderr(&added));
+        let fingerprint = Command::new("ssh-keygen").arg("-lf").arg(key.with_extension("pub")).output().unwrap();
+        let fingerprint = stdout(&fingerprint).split_whitespace().nth(1).expect("a fingerprint").to_string();
+        (agent, fingerprint)
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir.path().join("agent.sock")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), nix::sys::signal::Signal::SIGTERM);
+    }
+}
+
+#[test]
+fn ssh_add_in_the_room_lists_the_key_of_the_hosts_agent() {
+    let (agent, fingerprint) = Agent::with_key();
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    room.agent_sock = Some(agent.sock());
+    let up = room.workroom(&["up"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let listed = room.exec(&["ssh-add", "-l"]);
+    assert!(listed.status.success(), "ssh-add -l in the room: {}{}", stdout(&listed), stderr(&listed));
+    assert!(stdout(&listed).contains(&fingerprint), "{} does not list {fingerprint}", stdout(&listed));
+    // The sockets are the remote user's alone.
+    let owner = room.exec(&["stat", "-c", "%U %a", "/.workroom/agent"]);
+    assert_eq!(stdout(&owner).trim(), "dev 700");
+}
+
+#[test]
+fn ssh_agent_forwarding_is_off_with_forward_ssh_agent_false() {
+    let (agent, _) = Agent::with_key();
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN }));
+    room.agent_sock = Some(agent.sock());
+    std::fs::write(room.ws.path().join(".workroom.toml"), "[forward]\nssh_agent = false\n").unwrap();
+    room.workroom_ok(&["up"]);
+    let env = room.exec(&["sh", "-c", "echo \"sock=${SSH_AUTH_SOCK:-none}\"; ssh-add -l"]);
+    assert!(stdout(&env).contains("sock=none"), "{}", stdout(&env));
+    assert!(!env.status.success(), "ssh-add -l found an agent");
+}
+
+#[test]
+fn git_credential_fill_in_the_room_returns_what_the_hosts_helper_answered() {
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    let gitconfig = room.home.path().join("gitconfig");
+    // A helper that answers `get` only, with a password no one else knows.
+    std::fs::write(
+        &gitconfig,
+        "[credential]\n\thelper = \"!f() { test \\\"$1\\\" = get && printf 'username=room-tester\\\\npassword=s3cret-from-host\\\\n'; }; f\"\n",
+    )
+    .unwrap();
+    room.gitconfig = Some(gitconfig);
+    room.workroom_ok(&["up"]);
+    let filled = room.exec(&["sh", "-c", "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill"]);
+    let out = stdout(&filled);
+    assert!(filled.status.success(), "git credential fill: {out}{}", stderr(&filled));
+    assert!(out.contains("username=room-tester"), "{out}");
+    assert!(out.contains("password=s3cret-from-host"), "{out}");
+    assert!(out.contains("host=example.com"), "{out}");
+}
+
+#[test]
+fn the_credential_helper_says_no_host_is_connected_once_the_forwarder_is_gone() {
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN }));
+    let gitconfig = room.home.path().join("gitconfig");
+    std::fs::write(&gitconfig, "[credential]\n\thelper = \"!f() { echo username=u; echo password=p; }; f\"\n").unwrap();
+    room.gitconfig = Some(gitconfig);
+    room.workroom_ok(&["up"]);
+    let pid: u32 =
+        std::fs::read_to_string(room.home.path().join("workroom").join(format!("{}.pid", room.ws.room_name())))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+    // The daemon sees the link close and stops serving; the helper says so.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let said = loop {
+        let out =
+            room.exec(&["sh", "-c", "echo protocol=https; echo host=x | /.workroom/bin/workroomd git-credential get"]);
+        let said = stderr(&out);
+        if said.contains("no credentials from the host") || std::time::Instant::now() > deadline {
+            break said;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(said.contains("is `workroom up` running for this room?"), "{said}");
+}
