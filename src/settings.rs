@@ -8,6 +8,10 @@
 //! ```toml
 //! peer_messaging = true                       # agents in rooms find each other
 //! peer_registry = "~/.local/share/workroom/peers/claude"   # bound at ~/.claude
+//!
+//! [forward]
+//! ssh_agent = true                            # the host's ssh-agent in the room
+//! git_credentials = true                      # the host's git credentials in the room
 //! ```
 
 use serde::Deserialize;
@@ -23,6 +27,16 @@ pub const PROJECT_FILE: &str = ".workroom.toml";
 pub struct SettingsFile {
     pub peer_messaging: Option<bool>,
     pub peer_registry: Option<PathBuf>,
+    #[serde(default)]
+    pub forward: ForwardFile,
+}
+
+/// The `[forward]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardFile {
+    pub ssh_agent: Option<bool>,
+    pub git_credentials: Option<bool>,
 }
 
 /// The settings a command runs with.
@@ -33,6 +47,10 @@ pub struct Settings {
     /// The host folder bound at the remote user's `~/.claude` in every
     /// participating room; `~/` is the host user's home.
     pub peer_registry: PathBuf,
+    /// Panes, exec and hooks get an `SSH_AUTH_SOCK` carried to the host's agent.
+    pub ssh_agent: bool,
+    /// `git credential` in the room asks the host's git.
+    pub git_credentials: bool,
 }
 
 /// What the command line says; `None` leaves the files' word.
@@ -71,6 +89,8 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
     Settings {
         peer_messaging: flags.peer.or(project.peer_messaging).or(user.peer_messaging).unwrap_or(true),
         peer_registry: project.peer_registry.clone().or_else(|| user.peer_registry.clone()).unwrap_or(default_registry),
+        ssh_agent: project.forward.ssh_agent.or(user.forward.ssh_agent).unwrap_or(true),
+        git_credentials: project.forward.git_credentials.or(user.forward.git_credentials).unwrap_or(true),
     }
 }
 
@@ -125,7 +145,7 @@ mod tests {
     use super::*;
 
     fn file(peer: Option<bool>, registry: Option<&str>) -> SettingsFile {
-        SettingsFile { peer_messaging: peer, peer_registry: registry.map(PathBuf::from) }
+        SettingsFile { peer_messaging: peer, peer_registry: registry.map(PathBuf::from), ..Default::default() }
     }
 
     #[test]
@@ -156,6 +176,17 @@ mod tests {
         assert_eq!(merge(&file(None, None), &file(None, None), f, d.clone()).peer_registry, d);
         assert_eq!(merge(&file(None, Some("/u")), &file(None, None), f, d.clone()).peer_registry, Path::new("/u"));
         assert_eq!(merge(&file(None, Some("/u")), &file(None, Some("/p")), f, d).peer_registry, Path::new("/p"));
+    }
+
+    #[test]
+    fn the_forward_table_is_read_key_by_key_with_the_project_winning() {
+        let user = parse("[forward]\nssh_agent = false\ngit_credentials = false\n", Path::new("u")).unwrap();
+        let project = parse("[forward]\ngit_credentials = true\n", Path::new("p")).unwrap();
+        let s = merge(&user, &project, Flags::default(), PathBuf::from("/r"));
+        assert_eq!((s.ssh_agent, s.git_credentials), (false, true));
+        let none = merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), PathBuf::from("/r"));
+        assert_eq!((none.ssh_agent, none.git_credentials), (true, true));
+        assert!(parse("[forward]\nssh_agnet = false\n", Path::new("p")).is_err());
     }
 
     #[test]
