@@ -26,41 +26,24 @@ fn main() {
     };
     // Copy into OUT_DIR so the embedded bytes are a stable input of this crate.
     let embedded = out.join("workroomd");
-    std::fs::copy(&daemon, &embedded)
-        .unwrap_or_else(|e| panic!("copy daemon {} to OUT_DIR: {e}", daemon.display()));
-    println!(
-        "cargo:rustc-env=WORKROOM_EMBEDDED_DAEMON={}",
-        embedded.display()
-    );
+    std::fs::copy(&daemon, &embedded).unwrap_or_else(|e| panic!("copy daemon {} to OUT_DIR: {e}", daemon.display()));
+    println!("cargo:rustc-env=WORKROOM_EMBEDDED_DAEMON={}", embedded.display());
 }
 
 fn build_static_daemon() -> PathBuf {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
     for watched in ["workroomd/src", "workroomd/Cargo.toml", "Cargo.lock"] {
-        println!(
-            "cargo:rerun-if-changed={}",
-            manifest_dir.join(watched).display()
-        );
+        println!("cargo:rerun-if-changed={}", manifest_dir.join(watched).display());
     }
     // A folder of its own: sharing the outer target folder would deadlock on
     // its lock, and a folder under OUT_DIR would rebuild from scratch for every
     // profile of the outer build.
-    let target_root = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir.join("target"));
+    let target_root = env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| manifest_dir.join("target"));
     let target_dir = target_root.join("daemon");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&manifest_dir)
-        .args([
-            "build",
-            "--package",
-            "workroomd",
-            "--bin",
-            "workroomd",
-            "--profile",
-            "daemon",
-        ])
+        .args(["build", "--package", "workroomd", "--bin", "workroomd", "--profile", "daemon"])
         .args(["--target", TARGET])
         .arg("--target-dir")
         .arg(&target_dir)
@@ -85,9 +68,6 @@ fn build_static_daemon() -> PathBuf {
         }
     }
     let status = cmd.status().expect("run cargo to build the static daemon");
-    assert!(
-        status.success(),
-        "building the static workroomd failed ({status})"
-    );
+    assert!(status.success(), "building the static workroomd failed ({status})");
     target_dir.join(TARGET).join("daemon").join("workroomd")
 }

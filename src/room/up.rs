@@ -65,6 +65,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     let container_env = container_env(&container);
     let ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     hooks::run_due(&link, &ctx, options.post_attach).await?;
+    super::handoff::advise(&link).await;
     Ok(UpResult {
         name,
         container_id: id,

@@ -134,6 +134,40 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expected: Option<Expected>,
     },
+    /// Opens a pane (a pty and a program the daemon holds) unless one of that
+    /// name runs: [`Response::PaneOpened`].
+    OpenPane(PaneRequest),
+    /// Watches and types into a pane: [`Response::Ready`], then a repaint of
+    /// the current screen as `Data`, then the pane's live output as `Data`.
+    /// The host's `Data` is typed into the pane; the host's `Eof` detaches
+    /// (the pane goes on). When the pane's program ends: `Exit`, then `Eof`.
+    /// A pane that ended with its room's restart answers
+    /// [`Response::PaneEnded`] (then `Eof`).
+    Attach {
+        pane: String,
+        /// The client's window; 0 keeps the pane's size.
+        #[serde(default)]
+        rows: u16,
+        #[serde(default)]
+        cols: u16,
+    },
+    /// Sets a pane's window size (its program gets `SIGWINCH`): [`Response::Done`].
+    ResizePane { pane: String, rows: u16, cols: u16 },
+    /// [`Response::Panes`].
+    ListPanes,
+    /// Hangs up a pane's session (then kills it if it lingers): [`Response::Done`]
+    /// once the pane is gone.
+    KillPane { pane: String },
+    /// Replaces the daemon by the binary at `binary` (a path in the room) in
+    /// place, keeping the panes: [`Response::HandOff`]. With `dry_run` the
+    /// daemon only compares digests (an empty `binary` just names its own).
+    HandOff {
+        binary: String,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        dry_run: bool,
+    },
 }
 
 impl Request {
@@ -142,8 +176,16 @@ impl Request {
     /// protocol.
     pub fn is_streaming(&self) -> bool {
         match self {
-            Request::Run(_) | Request::Echo => true,
-            Request::Status | Request::Users | Request::GetMarkers | Request::SetMarker { .. } => false,
+            Request::Run(_) | Request::Echo | Request::Attach { .. } => true,
+            Request::Status
+            | Request::Users
+            | Request::GetMarkers
+            | Request::SetMarker { .. }
+            | Request::OpenPane(_)
+            | Request::ResizePane { .. }
+            | Request::ListPanes
+            | Request::KillPane { .. }
+            | Request::HandOff { .. } => false,
         }
     }
 }
@@ -179,6 +221,63 @@ pub struct RunRequest {
     pub login_shell: bool,
 }
 
+/// A pane to open (see [`Request::OpenPane`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaneRequest {
+    /// `[A-Za-z0-9._-]`, at most 64 characters (it names files in the room).
+    pub name: String,
+    /// `None`: the user's login shell from the image's passwd (`/bin/sh`
+    /// when it names none), started as a login shell.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// As in [`RunRequest::user`]; `None` is root.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub rows: u16,
+    #[serde(default)]
+    pub cols: u16,
+}
+
+/// One pane, as [`Response::Panes`] and [`Response::PaneOpened`] show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaneInfo {
+    pub name: String,
+    pub command: Vec<String>,
+    pub pid: u32,
+    pub rows: u16,
+    pub cols: u16,
+    /// Clients attached now.
+    pub clients: u32,
+    pub created_unix_ms: u64,
+}
+
+/// What a pane that ended with its room's restart left (see [`Request::Attach`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedPane {
+    /// "pane main ended when the room restarted at ...; its last screen follows".
+    pub message: String,
+    /// The last screen saved, as bytes that repaint it; `None` if none was kept.
+    pub screen: Option<String>,
+}
+
+/// The outcome of a [`Request::HandOff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandOffOutcome {
+    /// The daemon already runs that binary (same digest); nothing was done.
+    Current,
+    /// A dry run found a different binary.
+    Differs,
+    /// The new binary passed its check; the daemon is exec'ing it now and
+    /// this connection ends. Reconnect and ask again to confirm.
+    HandingOff,
+}
+
 /// A guard for [`Request::SetMarker`]: the marker's value must currently be
 /// `current` (`None`: the marker must be absent).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +309,30 @@ pub enum Response {
         /// The marker's value after the request.
         current: Option<String>,
     },
+    /// [`Request::OpenPane`]: the pane, and whether this request made it.
+    /// `ended` is set when a pane of that name had ended with the room's
+    /// restart and this one replaces it.
+    PaneOpened {
+        pane: PaneInfo,
+        created: bool,
+        #[serde(default)]
+        ended: Option<EndedPane>,
+    },
+    /// [`Request::ListPanes`].
+    Panes {
+        panes: Vec<PaneInfo>,
+    },
+    /// [`Request::Attach`] to a pane that ended with its room's restart.
+    PaneEnded(EndedPane),
+    /// [`Request::HandOff`]: `digest` names the binary the daemon runs (for
+    /// `Current`) or the new one.
+    HandOff {
+        outcome: HandOffOutcome,
+        digest: String,
+        version: String,
+    },
+    /// A request that has nothing to answer succeeded.
+    Done,
     /// The request failed; a streaming request's stream ends here too.
     Error {
         message: String,

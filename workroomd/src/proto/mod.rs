@@ -127,7 +127,8 @@ pub use link::{
     Link, LinkError, HANDSHAKE_TIMEOUT, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD,
 };
 pub use message::{
-    DaemonStatus, ExitStatus, Expected, Hello, ProgramStatus, Reason, Request, Response, Role, RunRequest,
+    DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, PaneInfo, PaneRequest, ProgramStatus, Reason,
+    Request, Response, Role, RunRequest,
 };
 pub use stream::{Event, StreamError, StreamHandle};
 
