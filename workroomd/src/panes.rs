@@ -284,3 +284,22 @@ pub fn utc(unix_ms: u64) -> String {
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pane_names_that_could_escape_the_state_folder_are_refused() {
+        assert!(valid_name("main") && valid_name("agent-2.claude_x"));
+        for bad in ["", "../x", "a/b", ".hidden", "a b", &"x".repeat(MAX_NAME + 1)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn times_read_as_utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_709_210_096_000), "2024-02-29 12:34:56 UTC");
+    }
+}

@@ -480,6 +480,36 @@ mod tests {
     }
 
     #[test]
+    fn attach_streams_and_the_other_pane_requests_do_not() {
+        assert!(Request::Attach { pane: "main".into(), rows: 24, cols: 80 }.is_streaming());
+        for request in [
+            Request::OpenPane(PaneRequest::default()),
+            Request::ResizePane { pane: "main".into(), rows: 1, cols: 1 },
+            Request::ListPanes,
+            Request::KillPane { pane: "main".into() },
+            Request::HandOff { binary: String::new(), force: false, dry_run: true },
+        ] {
+            assert!(!request.is_streaming(), "{request:?}");
+        }
+    }
+
+    #[test]
+    fn pane_requests_read_with_defaults_and_hand_off_outcomes_are_snake_case() {
+        let request: Request = serde_json::from_str(r#"{"op":"attach","pane":"main"}"#).unwrap();
+        assert_eq!(request, Request::Attach { pane: "main".into(), rows: 0, cols: 0 });
+        let request: Request = serde_json::from_str(r#"{"op":"open_pane","name":"w"}"#).unwrap();
+        assert_eq!(request, Request::OpenPane(PaneRequest { name: "w".into(), ..Default::default() }));
+        let reply =
+            Response::HandOff { outcome: HandOffOutcome::HandingOff, digest: "ab".into(), version: "0.1.0".into() };
+        assert_eq!(
+            wire(&reply),
+            json!({"reply": "hand_off", "outcome": "handing_off", "digest": "ab", "version": "0.1.0"})
+        );
+        round_trip(&reply);
+        round_trip(&Response::PaneEnded(EndedPane { message: "m".into(), screen: Some("s".into()) }));
+    }
+
+    #[test]
     fn an_error_reply_ends_even_a_streaming_stream() {
         assert!(Response::error("spawn failed").ends_stream(true));
         assert!(!Response::Started { pid: 1 }.ends_stream(true));
