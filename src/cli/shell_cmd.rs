@@ -135,11 +135,7 @@ async fn attach_through_exec(engine: &Engine, id: &str, argv: Vec<String>) -> an
     };
     let mut out = tokio::io::stdout();
     let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match stream.output.read(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => break,
-        };
+    while let Ok(n) = stream.output.read(&mut buf).await {
         if n == 0 || out.write_all(&buf[..n]).await.is_err() {
             break;
         }

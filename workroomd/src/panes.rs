@@ -20,6 +20,9 @@ use workroomd::room;
 const SAVE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a hung-up pane may take to end before it is killed.
 const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How often `kill-pane` looks whether the pane has ended (its reader
+/// removes it from the table; there is no event to await across tasks yet).
+const KILL_POLL: Duration = Duration::from_millis(20);
 const MAX_NAME: usize = 64;
 
 #[derive(Default)]
@@ -263,7 +266,7 @@ pub async fn kill(handle: &StreamHandle, name: &str) -> Result<(), StreamError> 
             pane.kill();
             killed = true;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(KILL_POLL).await;
     }
     handle.reply(Response::Done).await
 }
