@@ -58,6 +58,7 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         workdir: Some(ctx.cwd.clone()),
         tty,
         stdin: true,
+        detach_keys: None,
     };
     let id = c.id.clone().unwrap_or(name);
     let terminal = if tty { RawTerminal::enter() } else { None };

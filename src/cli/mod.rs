@@ -6,6 +6,7 @@ mod config_cmd;
 mod exec_cmd;
 pub mod forward_cmd;
 mod rooms;
+mod shell_cmd;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -78,6 +79,43 @@ pub enum Cmd {
         tty: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
+    },
+    /// A terminal on a pane of the room (made if missing; the room is brought up first).
+    /// Detach with ctrl-p ctrl-q (the pane goes on); `workroom shell` again reattaches.
+    Shell {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// The pane's name.
+        #[arg(default_value = "main")]
+        pane: String,
+        /// The keys that detach, in docker's notation (default ctrl-p,ctrl-q).
+        #[arg(long, value_name = "KEYS")]
+        detach_keys: Option<String>,
+    },
+    /// List the room's panes: name, pid, size, attached clients, age, command.
+    Panes {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a pane (its session is hung up, then killed if it lingers).
+    KillPane {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        pane: String,
+    },
+    /// Replace the room's daemon by a new one in place, keeping the panes.
+    /// Prints `handed off`, or `current` when the room already runs it.
+    HandOff {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// The new daemon (default: the one this workroom carries).
+        #[arg(long, value_name = "PATH")]
+        binary: Option<PathBuf>,
+        /// Hand off even to the binary that already runs.
+        #[arg(long)]
+        force: bool,
     },
     /// List rooms: name, state, image, age, workspace.
     List {
@@ -155,6 +193,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 up_cmd::run(&workspace, options, peer.peer, json).await
             }
             Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,
+            Cmd::Shell { workspace, pane, detach_keys } => {
+                shell_cmd::shell(&workspace, &pane, detach_keys.as_deref()).await
+            }
+            Cmd::Panes { workspace, json } => shell_cmd::panes(&workspace, json).await,
+            Cmd::KillPane { workspace, pane } => shell_cmd::kill_pane(&workspace, &pane).await,
+            Cmd::HandOff { workspace, binary, force } => {
+                shell_cmd::hand_off(&workspace, binary.as_deref(), force).await
+            }
             Cmd::List { json } => rooms::list(json).await,
             Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
             Cmd::Down { name, all, volumes, workspace_folder } => {

@@ -20,6 +20,9 @@ pub struct ExecSpec {
     pub workdir: Option<String>,
     pub tty: bool,
     pub stdin: bool,
+    /// The engine's own detach sequence for this exec (`None`: docker's
+    /// default, ctrl-p ctrl-q, which the engine swallows).
+    pub detach_keys: Option<String>,
 }
 
 /// A started exec: its output and, if asked for, its stdin.
@@ -86,6 +89,7 @@ impl Engine {
             env: (!spec.env.is_empty()).then(|| spec.env.clone()),
             working_dir: spec.workdir.clone(),
             tty: Some(spec.tty),
+            detach_keys: spec.detach_keys.clone(),
             attach_stdin: Some(spec.stdin),
             attach_stdout: Some(true),
             attach_stderr: Some(true),

@@ -33,8 +33,13 @@ pub fn digest(bytes: &[u8]) -> String {
 /// with its folders, owned by root; the binary 0755, the folders 0755 (the
 /// socket folder is made 0700 by the daemon itself).
 pub fn upload_tar(binary: &[u8]) -> std::io::Result<Vec<u8>> {
+    upload_tar_at(binary, room::DAEMON_PATH)
+}
+
+/// [`upload_tar`] for another absolute path (a hand-off's new binary).
+pub fn upload_tar_at(binary: &[u8], at: &str) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
-    let path = room::DAEMON_PATH.trim_start_matches('/');
+    let path = at.trim_start_matches('/');
     let mut dirs = Vec::new();
     let mut dir = std::path::Path::new(path).parent();
     while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {

@@ -111,6 +111,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
         ready::mark_done(&id, &started);
     }
+    super::handoff::advise(&link).await;
     Ok(result(created))
 }
 

@@ -8,13 +8,19 @@
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
 //! - `update-uid USER UID GID`: give the remote user the host's ids.
 //! - `git-credential get|store|erase`: git's credential helper, asking the host.
+//! - `attach PANE [--create] [--detach-keys KEYS] [--size ROWSxCOLS]`: a terminal on a pane.
+//! - `check-handoff`: reads a hand-off table on stdin; says whether this binary can take it over.
 //! - `version`.
 
 mod anchor;
+mod attach;
 mod bootid;
 mod credentials;
 mod forward;
+mod handoff;
 mod jobs;
+mod pane;
+mod panes;
 mod relay;
 mod serve;
 mod spawn;
@@ -30,6 +36,8 @@ fn main() {
         Some("serve") => serve::run(&args[1..]),
         Some("relay") => relay::run(Path::new(room::SOCKET_PATH)),
         Some("anchor") => anchor::run(),
+        Some("attach") => attach::run(&args[1..]),
+        Some("check-handoff") => handoff::check_main(),
         Some("own") => jobs::own(&args[1..]),
         Some("update-uid") => jobs::update_uid(&args[1..]),
         Some("git-credential") => credentials::helper(&args[1..]),

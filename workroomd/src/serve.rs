@@ -62,18 +62,31 @@ pub fn run(args: &[String]) -> i32 {
 }
 
 async fn serve(options: Options) -> i32 {
-    let listener = match bind(Path::new(room::RUN_DIR), Path::new(room::SOCKET_PATH)) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("workroomd serve: cannot serve {}: {e}", room::SOCKET_PATH);
-            return 1;
-        }
+    let mut inherited = crate::handoff::take_inherited();
+    let listener = match inherited.as_mut().and_then(|i| i.listener.take()) {
+        Some(l) => l,
+        None => match bind(Path::new(room::RUN_DIR), Path::new(room::SOCKET_PATH)) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("workroomd serve: cannot serve {}: {e}", room::SOCKET_PATH);
+                return 1;
+            }
+        },
     };
+    crate::handoff::set_listener_fd(std::os::fd::AsRawFd::as_raw_fd(&listener));
     let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
     eprintln!("workroomd {} serving (boot {})", workroomd::VERSION, state.boot_id);
-    if !options.program.is_empty() {
-        tokio::spawn(supervise(state.clone(), options));
+    match inherited {
+        // A hand-off: the panes and the program run on; adopt them.
+        Some(inherited) => crate::handoff::restore(inherited, &state),
+        None => {
+            crate::panes::load_ended(&state.boot_id, state.started_at_unix_ms);
+            if !options.program.is_empty() {
+                tokio::spawn(supervise(state.clone(), options));
+            }
+        }
     }
+    tokio::spawn(crate::panes::keep_screens(state.boot_id.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
         tokio::select! {
@@ -158,6 +171,14 @@ async fn handle_request(
         }
         Request::SshAgent | Request::GitCredential { .. } => {
             handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
+        }
+        Request::OpenPane(pane) => crate::panes::open(&handle, pane).await,
+        Request::Attach { pane, rows, cols } => crate::panes::attach(&handle, &pane, rows, cols).await,
+        Request::ResizePane { pane, rows, cols } => crate::panes::resize(&handle, &pane, rows, cols).await,
+        Request::ListPanes => crate::panes::list(&handle).await,
+        Request::KillPane { pane } => crate::panes::kill(&handle, &pane).await,
+        Request::HandOff { binary, force, dry_run } => {
+            crate::handoff::handle(&handle, &state, &binary, force, dry_run).await
         }
     };
     if let Err(e) = result {

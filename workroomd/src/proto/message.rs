@@ -160,6 +160,40 @@ pub enum Request {
     /// stdin; [`Response::Credential`] with its stdout. `input` is at most
     /// [`MAX_CREDENTIAL_INPUT`] bytes.
     GitCredential { operation: String, input: String },
+    /// Opens a pane (a pty and a program the daemon holds) unless one of that
+    /// name runs: [`Response::PaneOpened`].
+    OpenPane(PaneRequest),
+    /// Watches and types into a pane: [`Response::Ready`], then a repaint of
+    /// the current screen as `Data`, then the pane's live output as `Data`.
+    /// The host's `Data` is typed into the pane; the host's `Eof` detaches
+    /// (the pane goes on). When the pane's program ends: `Exit`, then `Eof`.
+    /// A pane that ended with its room's restart answers
+    /// [`Response::PaneEnded`] (then `Eof`).
+    Attach {
+        pane: String,
+        /// The client's window; 0 keeps the pane's size.
+        #[serde(default)]
+        rows: u16,
+        #[serde(default)]
+        cols: u16,
+    },
+    /// Sets a pane's window size (its program gets `SIGWINCH`): [`Response::Done`].
+    ResizePane { pane: String, rows: u16, cols: u16 },
+    /// [`Response::Panes`].
+    ListPanes,
+    /// Hangs up a pane's session (then kills it if it lingers): [`Response::Done`]
+    /// once the pane is gone.
+    KillPane { pane: String },
+    /// Replaces the daemon by the binary at `binary` (a path in the room) in
+    /// place, keeping the panes: [`Response::HandOff`]. With `dry_run` the
+    /// daemon only compares digests (an empty `binary` just names its own).
+    HandOff {
+        binary: String,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        dry_run: bool,
+    },
 }
 
 /// The largest git credential request either side passes on: git's
@@ -173,13 +207,20 @@ impl Request {
     /// protocol.
     pub fn is_streaming(&self) -> bool {
         match self {
-            Request::Run(_) | Request::Echo | Request::Connect { .. } | Request::SshAgent => true,
+            Request::Run(_) | Request::Echo | Request::Connect { .. } | Request::SshAgent | Request::Attach { .. } => {
+                true
+            }
             Request::Status
             | Request::Users
             | Request::GetMarkers
             | Request::SetMarker { .. }
             | Request::OfferCredentials { .. }
-            | Request::GitCredential { .. } => false,
+            | Request::GitCredential { .. }
+            | Request::OpenPane(_)
+            | Request::ResizePane { .. }
+            | Request::ListPanes
+            | Request::KillPane { .. }
+            | Request::HandOff { .. } => false,
         }
     }
 }
@@ -213,6 +254,63 @@ pub struct RunRequest {
     /// `login_env`, which reads like a variable set.
     #[serde(default)]
     pub login_shell: bool,
+}
+
+/// A pane to open (see [`Request::OpenPane`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaneRequest {
+    /// `[A-Za-z0-9._-]`, at most 64 characters (it names files in the room).
+    pub name: String,
+    /// `None`: the user's login shell from the image's passwd (`/bin/sh`
+    /// when it names none), started as a login shell.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// As in [`RunRequest::user`]; `None` is root.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub rows: u16,
+    #[serde(default)]
+    pub cols: u16,
+}
+
+/// One pane, as [`Response::Panes`] and [`Response::PaneOpened`] show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaneInfo {
+    pub name: String,
+    pub command: Vec<String>,
+    pub pid: u32,
+    pub rows: u16,
+    pub cols: u16,
+    /// Clients attached now.
+    pub clients: u32,
+    pub created_unix_ms: u64,
+}
+
+/// What a pane that ended with its room's restart left (see [`Request::Attach`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedPane {
+    /// "pane main ended when the room restarted at ...; its last screen follows".
+    pub message: String,
+    /// The last screen saved, as bytes that repaint it; `None` if none was kept.
+    pub screen: Option<String>,
+}
+
+/// The outcome of a [`Request::HandOff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandOffOutcome {
+    /// The daemon already runs that binary (same digest); nothing was done.
+    Current,
+    /// A dry run found a different binary.
+    Differs,
+    /// The new binary passed its check; the daemon is exec'ing it now and
+    /// this connection ends. Reconnect and ask again to confirm.
+    HandingOff,
 }
 
 /// A guard for [`Request::SetMarker`]: the marker's value must currently be
@@ -250,6 +348,30 @@ pub enum Response {
     Credential {
         output: String,
     },
+    /// [`Request::OpenPane`]: the pane, and whether this request made it.
+    /// `ended` is set when a pane of that name had ended with the room's
+    /// restart and this one replaces it.
+    PaneOpened {
+        pane: PaneInfo,
+        created: bool,
+        #[serde(default)]
+        ended: Option<EndedPane>,
+    },
+    /// [`Request::ListPanes`].
+    Panes {
+        panes: Vec<PaneInfo>,
+    },
+    /// [`Request::Attach`] to a pane that ended with its room's restart.
+    PaneEnded(EndedPane),
+    /// [`Request::HandOff`]: `digest` names the binary the daemon runs (for
+    /// `Current`) or the new one.
+    HandOff {
+        outcome: HandOffOutcome,
+        digest: String,
+        version: String,
+    },
+    /// A request that has nothing to answer succeeded.
+    Done,
     /// The request failed; a streaming request's stream ends here too.
     Error {
         message: String,
@@ -409,6 +531,36 @@ mod tests {
         assert!(!offer.is_streaming());
         round_trip(&offer);
         round_trip(&Response::Credential { output: "username=u\n".into() });
+    }
+
+    #[test]
+    fn attach_streams_and_the_other_pane_requests_do_not() {
+        assert!(Request::Attach { pane: "main".into(), rows: 24, cols: 80 }.is_streaming());
+        for request in [
+            Request::OpenPane(PaneRequest::default()),
+            Request::ResizePane { pane: "main".into(), rows: 1, cols: 1 },
+            Request::ListPanes,
+            Request::KillPane { pane: "main".into() },
+            Request::HandOff { binary: String::new(), force: false, dry_run: true },
+        ] {
+            assert!(!request.is_streaming(), "{request:?}");
+        }
+    }
+
+    #[test]
+    fn pane_requests_read_with_defaults_and_hand_off_outcomes_are_snake_case() {
+        let request: Request = serde_json::from_str(r#"{"op":"attach","pane":"main"}"#).unwrap();
+        assert_eq!(request, Request::Attach { pane: "main".into(), rows: 0, cols: 0 });
+        let request: Request = serde_json::from_str(r#"{"op":"open_pane","name":"w"}"#).unwrap();
+        assert_eq!(request, Request::OpenPane(PaneRequest { name: "w".into(), ..Default::default() }));
+        let reply =
+            Response::HandOff { outcome: HandOffOutcome::HandingOff, digest: "ab".into(), version: "0.1.0".into() };
+        assert_eq!(
+            wire(&reply),
+            json!({"reply": "hand_off", "outcome": "handing_off", "digest": "ab", "version": "0.1.0"})
+        );
+        round_trip(&reply);
+        round_trip(&Response::PaneEnded(EndedPane { message: "m".into(), screen: Some("s".into()) }));
     }
 
     #[test]

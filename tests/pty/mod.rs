@@ -1,0 +1,118 @@
+//! A real terminal for tests: the program runs on the slave of a pty, as
+//! the session leader with the pty as its controlling terminal, the way a
+//! terminal emulator starts a shell; the test reads and types on the master.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Term {
+    master: std::fs::File,
+    child: Child,
+    seen: Arc<(Mutex<Vec<u8>>, Condvar)>,
+    /// Output before this offset was consumed by an earlier `expect`.
+    mark: usize,
+}
+
+impl Term {
+    pub fn spawn(program: &str, args: &[&str], rows: u16, cols: u16) -> Term {
+        let ws = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        let pty = nix::pty::openpty(Some(&ws), None).expect("openpty");
+        let slave: OwnedFd = pty.slave;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        // SAFETY: setsid and ioctl only, both async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn on the pty");
+        let master = std::fs::File::from(pty.master);
+        let seen = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 16 * 1024];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.0.lock().unwrap().extend_from_slice(&buf[..n]);
+                sink.1.notify_all();
+            }
+        });
+        Term { master, child, seen, mark: 0 }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.master.write_all(bytes).unwrap();
+    }
+
+    /// Waits until `needle` appears after the mark; moves the mark past it.
+    pub fn expect(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        let (lock, cond) = &*self.seen;
+        let mut seen = lock.lock().unwrap();
+        loop {
+            let text = String::from_utf8_lossy(&seen[self.mark..]).into_owned();
+            if let Some(at) = text.find(needle) {
+                let upto = self.mark + text[..at + needle.len()].len();
+                self.mark = upto.min(seen.len());
+                return text;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                panic!("{needle:?} did not appear within {within:?}; the terminal shows:\n{text}");
+            }
+            seen = cond.wait_timeout(seen, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Everything the terminal has shown so far.
+    pub fn all(&self) -> String {
+        String::from_utf8_lossy(&self.seen.0.lock().unwrap()).into_owned()
+    }
+
+    /// What a window manager does: new size on the pty, and the kernel sends
+    /// SIGWINCH to the foreground process group.
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCSWINSZ reads a winsize from the pointer.
+        assert_eq!(unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+    }
+
+    /// Waits for the program's end; its status code.
+    pub fn wait(&mut self, within: Duration) -> i32 {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("the program did not end within {within:?}; the terminal shows:\n{}", self.all());
+            }
+            // Polling a child's end: std offers no way to wait with a deadline.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
