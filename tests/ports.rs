@@ -38,6 +38,9 @@ class Echo(socketserver.BaseRequestHandler):
 class Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     daemon_threads = True
+    # socketserver's default backlog is 5: 64 connections at once would
+    # overflow it and some would wait out SYN retransmits.
+    request_queue_size = 128
 port = int(sys.argv[1])
 srv = Server(("127.0.0.1", port), Echo)
 open("/tmp/ready.%d" % port, "w").close()

@@ -48,7 +48,10 @@ pub async fn shell(ws: &WorkspaceArgs, pane: &str, detach_keys: Option<&str>) ->
         .and_then(|c| c.env.as_ref())
         .map(|e| e.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
         .unwrap_or_default();
-    let ctx = HookContext::new(&loaded, &up.remote_user, &container_env);
+    let mut ctx = HookContext::new(&loaded, &up.remote_user, &container_env);
+    // The room's forwarder carries the host's ssh-agent: panes get its socket
+    // as exec and hooks do.
+    ctx.env.extend(crate::forward::room_env(&up.name));
     let size = terminal_size();
     let link = RoomLink::connect(&engine, &up.container_id).await?;
     let open = PaneRequest {

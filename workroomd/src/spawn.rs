@@ -3,7 +3,6 @@
 //! child drops to it between fork and exec.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use workroomd::users::{self, ResolvedUser};
 
 /// Reads the user database and resolves `spec` (`name`, `uid`, `a:b`).
