@@ -50,6 +50,11 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         .map(|e| e.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
         .unwrap_or_default();
     let mut ctx = HookContext::new(&loaded, &user, &container_env);
+    // The user environment `up` probed for this start, under remoteEnv.
+    let started_at = c.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
+    if let Some(probed) = crate::room::ready::probed_env(c.id.as_deref().unwrap_or_default(), &started_at) {
+        ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
+    }
     ctx.env.extend(crate::forward::room_env(&name));
     let spec = ExecSpec {
         argv,

@@ -6,6 +6,7 @@ pub mod handoff;
 pub mod hooks;
 pub mod image;
 pub mod peers;
+pub mod probe;
 pub mod ready;
 pub mod up;
 

@@ -8,6 +8,7 @@
 //! construction and `up` asks the daemon again. The daemon's markers stay the
 //! authority; this only remembers that they said "nothing due".
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 fn record_path(container_id: &str) -> Option<PathBuf> {
@@ -21,21 +22,34 @@ fn record_path(container_id: &str) -> Option<PathBuf> {
         .then(|| base.join("workroom").join("ready").join(container_id))
 }
 
-/// Whether the hooks are recorded done for the start at `started_at`.
-pub fn is_done(container_id: &str, started_at: &str) -> bool {
-    record_path(container_id)
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .is_some_and(|recorded| !started_at.is_empty() && recorded == started_at)
+/// The record: the start it is for, then (optionally) the probed user
+/// environment as JSON on the second line.
+fn read(container_id: &str, started_at: &str) -> Option<String> {
+    let text = std::fs::read_to_string(record_path(container_id)?).ok()?;
+    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    (!started_at.is_empty() && first == started_at).then(|| rest.to_string())
 }
 
-/// Records the hooks done for this start; failures only cost speed later.
-pub fn mark_done(container_id: &str, started_at: &str) {
+/// Whether the hooks are recorded done for the start at `started_at`.
+pub fn is_done(container_id: &str, started_at: &str) -> bool {
+    read(container_id, started_at).is_some()
+}
+
+/// The user environment probed for this start (`userEnvProbe`), if any.
+pub fn probed_env(container_id: &str, started_at: &str) -> Option<BTreeMap<String, String>> {
+    serde_json::from_str(&read(container_id, started_at)?).ok()
+}
+
+/// Records the hooks done for this start, with the probed environment;
+/// failures only cost speed later.
+pub fn mark_done(container_id: &str, started_at: &str, probed: Option<&BTreeMap<String, String>>) {
     let Some(path) = record_path(container_id) else { return };
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
+    let env = probed.and_then(|e| serde_json::to_string(e).ok()).unwrap_or_default();
     let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, started_at).is_ok() {
+    if std::fs::write(&tmp, format!("{started_at}\n{env}")).is_ok() {
         let _ = std::fs::rename(&tmp, &path);
     }
 }
@@ -51,8 +65,12 @@ mod tests {
         // and run on one thread.
         unsafe { std::env::set_var("XDG_CACHE_HOME", dir.path()) };
         assert!(!is_done("abc123", "2026-11-29T10:00:00Z"));
-        mark_done("abc123", "2026-11-29T10:00:00Z");
+        mark_done("abc123", "2026-11-29T10:00:00Z", None);
         assert!(is_done("abc123", "2026-11-29T10:00:00Z"));
+        assert_eq!(probed_env("abc123", "2026-11-29T10:00:00Z"), None);
+        let env = BTreeMap::from([("PATH".to_string(), "/opt/bin:/usr/bin".to_string())]);
+        mark_done("abc123", "2026-11-29T10:00:00Z", Some(&env));
+        assert_eq!(probed_env("abc123", "2026-11-29T10:00:00Z"), Some(env));
         assert!(!is_done("abc123", "2026-11-29T11:00:00Z"), "a restart makes it stale");
         assert!(!is_done("abc123", ""), "an unknown start time is never done");
         assert!(!is_done("../x", "2026-11-29T10:00:00Z"));

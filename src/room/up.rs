@@ -100,6 +100,13 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     crate::cli::forward_cmd::start_for_up(loaded, &name)?;
     let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     ctx.env.extend(crate::forward::room_env(&name));
+    // userEnvProbe (default loginInteractiveShell, as the reference): the
+    // user's shell environment, under remoteEnv, for the hooks and for exec.
+    let mode = loaded.model.user_env_probe.unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
+    let probed = super::probe::probe(&link, &remote_user, mode, &ctx.cwd).await;
+    if let Some(probed) = &probed {
+        ctx.env = probed.clone().into_iter().chain(std::mem::take(&mut ctx.env)).collect();
+    }
     hooks::run_due(&link, &ctx, options.post_attach).await?;
     if let Some(p) = &prepared {
         for w in p.warnings.iter().cloned().chain(peers::verify(&link, &name, &remote_user, p, &names.volume).await) {
@@ -109,7 +116,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // Remember that this start needs nothing more (the start time is read
     // after the start, so a room we just started records its own).
     if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
-        ready::mark_done(&id, &started);
+        ready::mark_done(&id, &started, probed.as_ref());
     }
     super::handoff::advise(&link).await;
     Ok(result(created))

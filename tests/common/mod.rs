@@ -164,7 +164,7 @@ impl Drop for Workspace {
 }
 
 /// The config with the test label added to its `runArgs`.
-fn labelled(mut config: serde_json::Value) -> String {
+pub fn labelled(mut config: serde_json::Value) -> String {
     let run_args = config.as_object_mut().unwrap().entry("runArgs").or_insert_with(|| serde_json::json!([]));
     run_args
         .as_array_mut()
