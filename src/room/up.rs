@@ -34,6 +34,8 @@ pub struct UpOptions {
     pub peer_registry: std::path::PathBuf,
     /// `up --name NAME`: a named room instead of the workspace's own.
     pub name: Option<String>,
+    /// Nested containers and the network (settings).
+    pub shape: crate::plan::nested::RoomShape,
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +97,13 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     ensure_running(engine, &container, &name).await?;
 
     let link = wait_for_daemon(engine, &id).await?;
+    if label(&container, crate::plan::nested::NESTED_LABEL) == Some("1") {
+        // Before the hooks, so they can use podman; the storage tmpfs is
+        // empty after every start, so this runs at each one.
+        for w in super::nested::prepare(&link, &remote_user).await {
+            eprintln!("warning: {name}: {w}");
+        }
+    }
     let container_env = container_env(&container);
     // Before the hooks, so they can use the forwarded credentials.
     crate::cli::forward_cmd::start_for_up(loaded, &name)?;
@@ -156,6 +165,9 @@ async fn create_room(
         None
     };
     let mut plan = create::plan_with_peers(name, &image, loaded, &facts, peer_setup.as_ref().map(|p| &p.join))?;
+    for w in crate::plan::nested::apply(&mut plan, options.shape) {
+        eprintln!("warning: {name}: {w}");
+    }
     plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
     let binary = daemon::binary()?;
     let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
