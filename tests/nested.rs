@@ -150,4 +150,15 @@ fn on_this_engine_podman_cannot_make_a_user_namespace_and_up_says_why() {
     // The same refusal without podman: the kernel call itself.
     let out = ws.exec(&["unshare", "--user", "true"]);
     assert!(stderr(&out).contains("unshare failed: Operation not permitted"), "{}", stderr(&out));
+
+    // Inner storage lives only as long as the room runs: what is in it is
+    // gone after a stop, and the next `up` makes dev's folders again.
+    let layer = "/var/lib/workroom-containers/dev/storage/layer";
+    ws.exec_ok(&["sh", "-c", &format!("echo x > {layer}")]);
+    assert!(ws.workroom(&["stop"]).status.success());
+    ws.up();
+    assert_eq!(ws.exec_ok(&["sh", "-c", &format!("test -e {layer} && echo kept || echo gone")]), "gone\n");
+    assert_eq!(ws.exec_ok(&["stat", "-c", "%U", "/var/lib/workroom-containers/dev/storage"]), "dev\n");
+    assert!(ws.workroom(&["down"]).status.success());
+    assert!(ws.containers().is_empty(), "the room and its storage are gone after down");
 }

@@ -55,6 +55,9 @@ exec podman "$@"
 /// Installs the wrapper (as root) and reports whether podman is there.
 const ROOT_SCRIPT: &str = r#"
 set -e
+# The engine applies the tmpfs mode at the first start only; a restarted
+# room's storage tmpfs is root's 0755 again.
+chmod 1777 @STORAGE@
 mkdir -p /.workroom/bin
 cat > /.workroom/bin/docker.new <<'WORKROOM_EOF'
 @WRAPPER@WORKROOM_EOF
@@ -159,7 +162,7 @@ pub async fn prepare(link: &RoomLink, remote_user: &str) -> Vec<String> {
 }
 
 async fn prepare_inner(link: &RoomLink, remote_user: &str) -> anyhow::Result<Vec<String>> {
-    let root = ROOT_SCRIPT.replace("@WRAPPER@", WRAPPER);
+    let root = ROOT_SCRIPT.replace("@WRAPPER@", WRAPPER).replace("@STORAGE@", INNER_STORAGE);
     let out = capture(link, RunRequest { argv: sh(&root, &[]), ..Default::default() }).await?;
     if out.code != Some(0) {
         anyhow::bail!("installing {WRAPPER_PATH} failed: {}", out.stderr.trim());
@@ -211,7 +214,8 @@ mod tests {
 
     #[test]
     fn the_wrapper_and_scripts_are_filled_in() {
-        let root = ROOT_SCRIPT.replace("@WRAPPER@", WRAPPER);
+        let root = ROOT_SCRIPT.replace("@WRAPPER@", WRAPPER).replace("@STORAGE@", INNER_STORAGE);
+        assert!(!root.contains("@STORAGE@") && !root.contains("@WRAPPER@"));
         assert!(root.contains("exec podman \"$@\"\nWORKROOM_EOF"), "the heredoc must end on its own line");
         assert!(!USER_SCRIPT.replace("@MARK@", MARK).contains('@'));
     }
