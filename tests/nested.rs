@@ -73,6 +73,23 @@ fn a_room_without_nested_gets_no_fuse_storage_or_wrapper() {
 }
 
 #[test]
+fn turning_nested_on_for_an_existing_room_says_that_recreate_applies_it() {
+    let ws = Workspace::image(DEBIAN);
+    ws.up();
+    let ws = ws.with_settings(NESTED, false);
+    let err = up_stderr(&ws);
+    assert!(
+        err.contains(
+            "was made with nested containers off; `workroom up --recreate` applies [containers] nested = true"
+        ),
+        "{err}"
+    );
+    let err = stderr(&ws.workroom(&["up", "--recreate"]));
+    assert!(err.contains("the image has no podman"), "{err}");
+    assert_eq!(host_config(&ws)["Devices"][0]["PathOnHost"], json!("/dev/fuse"));
+}
+
+#[test]
 fn host_network_with_nested_from_devcontainer_json_warns_that_inner_containers_share_it() {
     let ws = Workspace::new(json!({
         "image": DEBIAN,

@@ -74,6 +74,15 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if !created {
         check_peer_drift(engine, &container, &name, options.peer, &names).await?;
     }
+    let nested = label(&container, crate::plan::nested::NESTED_LABEL) == Some("1");
+    if !created && nested != options.shape.nested {
+        // Said on the fast path too: costs no engine call.
+        let made = if nested { "on" } else { "off" };
+        eprintln!(
+            "warning: {name} was made with nested containers {made}; `workroom up --recreate` applies [containers] nested = {}",
+            options.shape.nested
+        );
+    }
     let id = container.id.clone().unwrap_or_else(|| name.clone());
     let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
     let result = |created| UpResult {
@@ -97,7 +106,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     ensure_running(engine, &container, &name).await?;
 
     let link = wait_for_daemon(engine, &id).await?;
-    if label(&container, crate::plan::nested::NESTED_LABEL) == Some("1") {
+    if nested {
         // Before the hooks, so they can use podman; the storage tmpfs is
         // empty after every start, so this runs at each one.
         for w in super::nested::prepare(&link, &remote_user).await {
