@@ -12,7 +12,17 @@
 //! [forward]
 //! ssh_agent = true                            # the host's ssh-agent in the room
 //! git_credentials = true                      # the host's git credentials in the room
+//!
+//! [containers]
+//! nested = false                              # podman/buildah inside the room, never --privileged
+//!
+//! [network]
+//! mode = "bridge"                             # or "host": the room on the host's network
 //! ```
+//!
+//! `nested` and `network.mode` may also come from devcontainer.json's
+//! `customizations.workroom.nested` / `customizations.workroom.network`; the
+//! order is `.workroom.toml`, then devcontainer.json, then the user's file.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -29,6 +39,33 @@ pub struct SettingsFile {
     pub peer_registry: Option<PathBuf>,
     #[serde(default)]
     pub forward: ForwardFile,
+    #[serde(default)]
+    pub containers: ContainersFile,
+    #[serde(default)]
+    pub network: NetworkFile,
+}
+
+/// The `[containers]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainersFile {
+    pub nested: Option<bool>,
+}
+
+/// The `[network]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkFile {
+    pub mode: Option<NetworkMode>,
+}
+
+/// The room's network: the engine's default bridge, or the host's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    #[default]
+    Bridge,
+    Host,
 }
 
 /// The `[forward]` table.
@@ -51,6 +88,9 @@ pub struct Settings {
     pub ssh_agent: bool,
     /// `git credential` in the room asks the host's git.
     pub git_credentials: bool,
+    /// Inner containers (podman/buildah) in the room, without privileges.
+    pub nested: bool,
+    pub network: NetworkMode,
 }
 
 /// What the command line says; `None` leaves the files' word.
@@ -91,7 +131,44 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         peer_registry: project.peer_registry.clone().or_else(|| user.peer_registry.clone()).unwrap_or(default_registry),
         ssh_agent: project.forward.ssh_agent.or(user.forward.ssh_agent).unwrap_or(true),
         git_credentials: project.forward.git_credentials.or(user.forward.git_credentials).unwrap_or(true),
+        nested: project.containers.nested.or(user.containers.nested).unwrap_or(false),
+        network: project.network.mode.or(user.network.mode).unwrap_or_default(),
     }
+}
+
+/// The project file with devcontainer.json's `customizations.workroom`
+/// beneath it: `.workroom.toml` wins key by key, the user's file comes after
+/// both. Unknown keys there are left alone (the object is shared with other
+/// tools' conventions); a known key of the wrong type is an error.
+pub fn under_customizations(
+    mut project: SettingsFile,
+    customizations: Option<&serde_json::Map<String, serde_json::Value>>,
+    config: &Path,
+) -> Result<SettingsFile, SettingsError> {
+    let Some(ours) = customizations.and_then(|c| c.get("workroom")) else { return Ok(project) };
+    let bad = |field: &str, want: &str| SettingsError::Parse {
+        path: config.display().to_string(),
+        message: format!("`customizations.workroom.{field}` must be {want}"),
+    };
+    let Some(ours) = ours.as_object() else {
+        return Err(SettingsError::Parse {
+            path: config.display().to_string(),
+            message: "`customizations.workroom` must be an object".into(),
+        });
+    };
+    if let Some(v) = ours.get("nested") {
+        let v = v.as_bool().ok_or_else(|| bad("nested", "true or false"))?;
+        project.containers.nested = project.containers.nested.or(Some(v));
+    }
+    if let Some(v) = ours.get("network") {
+        let mode = match v.as_str() {
+            Some("host") => NetworkMode::Host,
+            Some("bridge") => NetworkMode::Bridge,
+            _ => return Err(bad("network", "\"host\" or \"bridge\"")),
+        };
+        project.network.mode = project.network.mode.or(Some(mode));
+    }
+    Ok(project)
 }
 
 /// `~/x` against the host user's home; other paths as written.
@@ -124,12 +201,23 @@ fn read(path: &Path) -> Result<SettingsFile, SettingsError> {
 /// The settings for a command on `workspace_folder`, from the process
 /// environment, the two files and the flags.
 pub fn load(workspace_folder: &Path, flags: Flags) -> Result<Settings, SettingsError> {
+    load_with(workspace_folder, flags, None, Path::new(""))
+}
+
+/// [`load`] with devcontainer.json's `customizations` (from `config`) read
+/// beneath the project file: what `up` uses to shape a new room.
+pub fn load_with(
+    workspace_folder: &Path,
+    flags: Flags,
+    customizations: Option<&serde_json::Map<String, serde_json::Value>>,
+    config: &Path,
+) -> Result<Settings, SettingsError> {
     let env = |k: &str| std::env::var(k).ok();
     let user = match user_file(env) {
         Some(path) => read(&path)?,
         None => SettingsFile::default(),
     };
-    let project = read(&workspace_folder.join(PROJECT_FILE))?;
+    let project = under_customizations(read(&workspace_folder.join(PROJECT_FILE))?, customizations, config)?;
     let mut settings = merge(&user, &project, flags, default_registry(env));
     settings.peer_registry = expand_home(&settings.peer_registry, env("HOME").as_deref());
     if settings.peer_registry.is_relative() {
@@ -187,6 +275,37 @@ mod tests {
         let none = merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), PathBuf::from("/r"));
         assert_eq!((none.ssh_agent, none.git_credentials), (true, true));
         assert!(parse("[forward]\nssh_agnet = false\n", Path::new("p")).is_err());
+    }
+
+    #[test]
+    fn nested_and_network_come_from_the_project_file_then_devcontainer_json_then_the_user() {
+        let custom = |v: serde_json::Value| v.as_object().cloned().unwrap();
+        let user = parse("[containers]\nnested = true\n[network]\nmode = \"host\"\n", Path::new("u")).unwrap();
+        let merged = |project: &str, c: Option<serde_json::Value>| {
+            let p = parse(project, Path::new("p")).unwrap();
+            let p = under_customizations(p, c.map(custom).as_ref(), Path::new("d.json")).unwrap();
+            let s = merge(&user, &p, Flags::default(), "/r".into());
+            (s.nested, s.network)
+        };
+        assert_eq!(merged("", None), (true, NetworkMode::Host));
+        let c = serde_json::json!({ "workroom": { "nested": false, "network": "bridge" }, "vscode": {} });
+        assert_eq!(merged("", Some(c.clone())), (false, NetworkMode::Bridge));
+        assert_eq!(merged("[containers]\nnested = true\n", Some(c)), (true, NetworkMode::Bridge));
+        let none = merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), "/r".into());
+        assert_eq!((none.nested, none.network), (false, NetworkMode::Bridge));
+        assert!(parse("[network]\nmode = \"none\"\n", Path::new("p")).is_err());
+        assert!(parse("[containers]\nnestd = true\n", Path::new("p")).is_err());
+        let e = under_customizations(
+            SettingsFile::default(),
+            Some(&custom(serde_json::json!({ "workroom": { "network": "overlay" } }))),
+            Path::new("/w/.devcontainer/devcontainer.json"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "/w/.devcontainer/devcontainer.json: `customizations.workroom.network` must be \"host\" or \"bridge\""
+        );
     }
 
     #[test]

@@ -12,7 +12,13 @@ use serde_json::json;
 pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
     let result = async {
         let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
-        let settings = settings::load(&loaded.workspace.local_folder, settings::Flags { peer })?;
+        let settings = settings::load_with(
+            &loaded.workspace.local_folder,
+            settings::Flags { peer },
+            loaded.model.customizations.as_ref(),
+            &loaded.config_path,
+        )?;
+        options.shape = crate::plan::nested::RoomShape { nested: settings.nested, network: settings.network };
         options.peer = settings.peer_messaging;
         options.peer_registry = settings.peer_registry;
         for unknown in &loaded.model.unknown {

@@ -5,6 +5,7 @@ pub mod create;
 pub mod identity;
 pub mod labels;
 pub mod mounts;
+pub mod nested;
 pub mod peers;
 pub mod run_args;
 

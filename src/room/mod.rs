@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod handoff;
 pub mod hooks;
 pub mod image;
+pub mod nested;
 pub mod peers;
 pub mod probe;
 pub mod ready;

@@ -34,6 +34,8 @@ pub struct UpOptions {
     pub peer_registry: std::path::PathBuf,
     /// `up --name NAME`: a named room instead of the workspace's own.
     pub name: Option<String>,
+    /// Nested containers and the network (settings).
+    pub shape: crate::plan::nested::RoomShape,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +74,15 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if !created {
         check_peer_drift(engine, &container, &name, options.peer, &names).await?;
     }
+    let nested = label(&container, crate::plan::nested::NESTED_LABEL) == Some("1");
+    if !created && nested != options.shape.nested {
+        // Said on the fast path too: costs no engine call.
+        let made = if nested { "on" } else { "off" };
+        eprintln!(
+            "warning: {name} was made with nested containers {made}; `workroom up --recreate` applies [containers] nested = {}",
+            options.shape.nested
+        );
+    }
     let id = container.id.clone().unwrap_or_else(|| name.clone());
     let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
     let result = |created| UpResult {
@@ -95,6 +106,13 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     ensure_running(engine, &container, &name).await?;
 
     let link = wait_for_daemon(engine, &id).await?;
+    if nested {
+        // Before the hooks, so they can use podman; the storage tmpfs is
+        // empty after every start, so this runs at each one.
+        for w in super::nested::prepare(&link, &remote_user).await {
+            eprintln!("warning: {name}: {w}");
+        }
+    }
     let container_env = container_env(&container);
     // Before the hooks, so they can use the forwarded credentials.
     crate::cli::forward_cmd::start_for_up(loaded, &name)?;
@@ -163,6 +181,9 @@ async fn create_room(
         None
     };
     let mut plan = create::plan_with_peers(name, &image, loaded, &facts, peer_setup.as_ref().map(|p| &p.join))?;
+    for w in crate::plan::nested::apply(&mut plan, options.shape) {
+        eprintln!("warning: {name}: {w}");
+    }
     plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
     let binary = daemon::binary()?;
     let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
