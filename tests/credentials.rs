@@ -114,7 +114,8 @@ fn ssh_agent_forwarding_is_off_with_forward_ssh_agent_false() {
     let (agent, _) = Agent::with_key();
     let mut room = Room::new(serde_json::json!({ "image": DEBIAN }));
     room.agent_sock = Some(agent.sock());
-    std::fs::write(room.ws.path().join(".workroom.toml"), "[forward]\nssh_agent = false\n").unwrap();
+    std::fs::write(room.ws.path().join(".workroom.toml"), "peer_messaging = false\n[forward]\nssh_agent = false\n")
+        .unwrap();
     room.workroom_ok(&["up"]);
     let env = room.exec(&["sh", "-c", "echo \"sock=${SSH_AUTH_SOCK:-none}\"; ssh-add -l"]);
     assert!(stdout(&env).contains("sock=none"), "{}", stdout(&env));

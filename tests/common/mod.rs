@@ -157,6 +157,13 @@ impl Workspace {
 
 impl Drop for Workspace {
     fn drop(&mut self) {
+        // Every room of this folder, whatever its name: a test that changed
+        // the settings (peers fold into the name) must not leak the room.
+        let filter = format!("label=devcontainer.local_folder={}", self.folder());
+        let ids = docker(&["ps", "-aq", "--filter", &filter]);
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            remove_container(id);
+        }
         remove_container(&self.room_name());
         // Files the room wrote into the bind-mounted workspace may be root's;
         // TempDir removes them as we run as root in CI.
