@@ -31,9 +31,11 @@ const CLIENT_QUEUE: usize = 64;
 /// Input chunks queued for the writer; a client typing into a pane that does
 /// not read waits here (backpressure on that client only).
 const INPUT_QUEUE: usize = 64;
-/// Lines kept above the screen. The repaint shows the screen only; this is
-/// what a future "scroll back" could show. Bounded so a pane's memory is.
-const SCROLLBACK_ROWS: usize = 200;
+/// Lines kept above the screen: none. The repaint shows the screen only, and
+/// nothing else reads scrollback yet, while it cost the most memory: 200 rows
+/// made 16 panes at 200x50 hold 30 MiB (bench/run; budget 16 MiB), each vt100
+/// cell being ~36 bytes. When a scroll-back view comes, add it capped in bytes.
+const SCROLLBACK_ROWS: usize = 0;
 /// A program's end is noticed on SIGCHLD; this poll is a safety net for a
 /// signal that arrived before the listener existed (a pane adopted after a
 /// hand-off whose shell ended during the exec).
