@@ -1,20 +1,17 @@
 //! `workroom stop --all` against the real engine: it stops every room and
 //! never a container without our labels.
 //!
-//! It is ignored by default, on purpose. `--all` acts on the whole engine:
-//! run with the rest of the suite it would stop the rooms of tests running
-//! beside it (tests of one binary run in parallel), and on a shared engine
-//! the rooms of other people. It lives in a binary of its own so that it can
-//! run alone, when asked:
-//!
-//!     cargo test --test room_stop_all -- --ignored
-//!
-//! The label filter it depends on is pinned without `--all` in
-//! `tests/room.rs` (`stop_and_down_refuse_a_container_workroom_did_not_make`).
+//! `--all` acts on every room of an install, so the test runs in an install
+//! of its own (`WORKROOM_SCOPE`: its rooms carry `workroom.scope=<scope>` and
+//! `stop --all` sees only those). Rooms of tests running beside it, and of
+//! people sharing the engine, are out of its reach. The foreign container
+//! carries the scope label too, and is named like a room, so only the schema
+//! label can keep `stop --all` away from it.
 
 mod common;
 
 use common::*;
+use std::process::Command;
 
 fn state(name: &str) -> String {
     docker_ok(&["inspect", name, "--format", "{{.State.Status}}"])
@@ -30,15 +27,18 @@ impl Drop for Foreign {
 }
 
 #[test]
-#[ignore = "stops every room on the engine, other tests' and other people's too; run alone with --ignored"]
 fn stop_all_stops_every_room_and_never_a_container_without_our_labels() {
-    let ws = Workspace::image(BUSYBOX);
+    let scope = format!("stopall{}", std::process::id());
+    let mut ws = Workspace::image(BUSYBOX);
+    ws.env.push(("WORKROOM_SCOPE".into(), scope.clone()));
     ws.up();
     let foreign = Foreign(format!("workroom-foreign-{}", std::process::id()));
-    let label = format!("{TEST_LABEL}=1");
-    docker_ok(&["run", "-d", "--label", &label, "--name", &foreign.0, BUSYBOX, "sleep", "600"]);
+    let labels = [format!("{TEST_LABEL}=1"), format!("workroom.scope={scope}")];
+    docker_ok(&[
+        "run", "-d", "--label", &labels[0], "--label", &labels[1], "--name", &foreign.0, BUSYBOX, "sleep", "600",
+    ]);
 
-    let out = run_workroom(&["stop", "--all"]);
+    let out = Command::new(workroom_bin()).args(["stop", "--all"]).env("WORKROOM_SCOPE", &scope).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("stopped {}", ws.room_name())), "{}", stderr(&out));
     assert_eq!(state(&ws.room_name()), "exited");
