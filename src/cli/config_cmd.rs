@@ -36,8 +36,7 @@ fn room_env(loaded: &Loaded) -> Option<std::collections::HashMap<String, String>
     runtime.block_on(async {
         let engine = crate::engine::Engine::connect().await.ok()?;
         let room = crate::room::locate(&engine, loaded, settings.peer_messaging).await.ok()??;
-        let env = room.config?.env?;
-        Some(env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Some(crate::room::container_env(&room))
     })
 }
 

@@ -42,12 +42,7 @@ pub async fn shell(ws: &WorkspaceArgs, pane: &str, detach_keys: Option<&str>) ->
     };
     let up = up::up(&engine, &loaded, &options).await?;
     let container = engine.inspect_container(&up.container_id).await?.context("the room vanished after `up`")?;
-    let container_env = container
-        .config
-        .as_ref()
-        .and_then(|c| c.env.as_ref())
-        .map(|e| e.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
-        .unwrap_or_default();
+    let container_env = crate::room::container_env(&container);
     let mut ctx = HookContext::new(&loaded, &up.remote_user, &container_env);
     // The room's forwarder carries the host's ssh-agent: panes get its socket
     // as exec and hooks do.

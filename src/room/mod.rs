@@ -51,3 +51,13 @@ pub async fn locate(
     }
     engine.inspect_container(&room_name(local, &loaded.config_path, !peer)).await
 }
+
+/// The environment a container was created with (`Config.Env`), as a map:
+/// what `${containerEnv:...}` reads.
+pub fn container_env(c: &bollard::models::ContainerInspectResponse) -> std::collections::HashMap<String, String> {
+    c.config
+        .as_ref()
+        .and_then(|c| c.env.as_ref())
+        .map(|env| env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
+        .unwrap_or_default()
+}

@@ -113,7 +113,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             eprintln!("warning: {name}: {w}");
         }
     }
-    let container_env = container_env(&container);
+    let container_env = super::container_env(&container);
     // Before the hooks, so they can use the forwarded credentials.
     crate::cli::forward_cmd::start_for_up(loaded, &name)?;
     let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
@@ -334,12 +334,4 @@ async fn wait_for_daemon(engine: &Engine, id: &str) -> anyhow::Result<RoomLink> 
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     }
-}
-
-fn container_env(c: &ContainerInspectResponse) -> std::collections::HashMap<String, String> {
-    c.config
-        .as_ref()
-        .and_then(|c| c.env.as_ref())
-        .map(|env| env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
-        .unwrap_or_default()
 }
