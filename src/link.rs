@@ -34,11 +34,10 @@ impl RoomLinkError {
     /// Worth another try while a room is starting: the daemon has not bound
     /// its socket yet, or the container is between start and running.
     pub fn is_retryable(&self) -> bool {
-        match self {
-            RoomLinkError::NotListening { .. } => true,
-            RoomLinkError::Engine(EngineError::Refused { status: 409, .. }) => true,
-            _ => false,
-        }
+        matches!(
+            self,
+            RoomLinkError::NotListening { .. } | RoomLinkError::Engine(EngineError::Refused { status: 409, .. })
+        )
     }
 }
 
