@@ -524,15 +524,11 @@ impl Reader<'_> {
     }
 
     fn wait_for(&self, json: &Map<String, Value>) -> Result<Option<Hook>, ConfigError> {
-        const ALLOWED: &[&str] = &[
-            "initializeCommand",
-            "onCreateCommand",
-            "updateContentCommand",
-            "postCreateCommand",
-            "postStartCommand",
-            "postAttachCommand",
-        ];
-        Ok(self.one_of(json, "waitFor", ALLOWED)?.and_then(|v| Hook::ALL.into_iter().find(|h| h.property() == v)))
+        let Some(value) = self.string(json, "waitFor")? else { return Ok(None) };
+        Hook::ALL.into_iter().find(|h| h.property() == value).map(Some).ok_or_else(|| ConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            message: format!("`waitFor` must be one of {}, found {value:?}", quoted(&Hook::ALL.map(Hook::property))),
+        })
     }
 
     fn mounts(&self, json: &Map<String, Value>) -> Result<Vec<Mount>, ConfigError> {
