@@ -144,16 +144,10 @@ async fn accept_loop(listener: TcpListener, forward: Arc<Forward>, link: Link) {
 async fn carry(tcp: TcpStream, forward: Arc<Forward>, link: Link) {
     let _ = tcp.set_nodelay(true);
     let request = Request::Connect { host: forward.target_host.clone(), port: forward.target_port };
-    let stream = match link.open(request).await {
+    let stream = match pipe::open_ready(&link, request).await {
         Ok(s) => s,
         Err(e) => return eprintln!("workroom: {forward}: {e}"),
     };
-    match stream.recv_reply().await {
-        Ok(Response::Ready) => {}
-        Ok(Response::Error { message }) => return eprintln!("workroom: {forward}: {message}"),
-        Ok(other) => return eprintln!("workroom: {forward}: unexpected answer {other:?}"),
-        Err(e) => return eprintln!("workroom: {forward}: {e}"),
-    }
     let (reader, writer) = tcp.into_split();
     if let Err(e) = pipe::splice(&stream, reader, writer).await {
         eprintln!("workroom: {forward}: {e}");

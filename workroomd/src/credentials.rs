@@ -182,16 +182,11 @@ fn current_link(kind: Kind) -> Option<Link> {
 async fn agent_connection(conn: UnixStream) {
     // With no host, closing the connection is what ssh reads as "no agent".
     let Some(link) = current_link(Kind::Agent) else { return };
-    let stream = match link.open(Request::SshAgent).await {
+    let stream = match pipe::open_ready(&link, Request::SshAgent).await {
         Ok(s) => s,
+        Err(pipe::OpenError::Refused(message)) => return eprintln!("workroomd: ssh-agent: the host says: {message}"),
         Err(e) => return eprintln!("workroomd: ssh-agent: {e}"),
     };
-    match stream.recv_reply().await {
-        Ok(Response::Ready) => {}
-        Ok(Response::Error { message }) => return eprintln!("workroomd: ssh-agent: the host says: {message}"),
-        Ok(other) => return eprintln!("workroomd: ssh-agent: unexpected answer {other:?}"),
-        Err(e) => return eprintln!("workroomd: ssh-agent: {e}"),
-    }
     let (reader, writer) = conn.into_split();
     if let Err(e) = pipe::splice(&stream, reader, writer).await {
         eprintln!("workroomd: ssh-agent: {e}");

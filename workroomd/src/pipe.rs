@@ -13,7 +13,30 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proto::{Event, StreamHandle, MAX_DATA_CHUNK};
+use crate::proto::{Event, Link, Request, Response, StreamError, StreamHandle, MAX_DATA_CHUNK};
+
+/// Why a stream to splice onto could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Stream(StreamError),
+    /// The far side answered `Error` (its message as it gave it).
+    #[error("{0}")]
+    Refused(String),
+    #[error("unexpected answer {0}")]
+    Unexpected(String),
+}
+
+/// Opens a streaming `request` (a forwarded connection, an agent connection)
+/// and waits for its `Ready`: the start of every splice, on either side.
+pub async fn open_ready(link: &Link, request: Request) -> Result<StreamHandle, OpenError> {
+    let stream = link.open(request).await.map_err(OpenError::Stream)?;
+    match stream.recv_reply().await.map_err(OpenError::Stream)? {
+        Response::Ready => Ok(stream),
+        Response::Error { message } => Err(OpenError::Refused(message)),
+        other => Err(OpenError::Unexpected(format!("{other:?}"))),
+    }
+}
 
 /// How a splice ended early. The message is for a log; the stream has been
 /// reset (or was reset by the peer) when this is returned.
