@@ -1,31 +1,20 @@
 //! `workroom up`: the room of a workspace, made or found, started and ready.
 //! `--json` prints the reference CLI's result shape, errors included.
 
-use super::WorkspaceArgs;
-use crate::config::{self, LoadRequest};
+use super::{print_warnings, WorkspaceArgs};
 use crate::engine::Engine;
 use crate::output;
-use crate::room::up::{self, UpOptions};
+use crate::room::resolve::UpFlags;
+use crate::room::up;
 use crate::settings;
 use serde_json::json;
 
-pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
+pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
     let result = async {
-        let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
-        let settings = settings::load_with(
-            &loaded.workspace.local_folder,
-            settings::Flags { peer },
-            loaded.model.customizations.as_ref(),
-            &loaded.config_path,
-        )?;
-        options.shape = crate::plan::nested::RoomShape { nested: settings.nested, network: settings.network };
-        options.peer = settings.peer_messaging;
-        options.peer_registry = settings.peer_registry;
-        for unknown in &loaded.model.unknown {
-            eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
-        }
+        let resolved = ws.resolve(settings::Flags { peer })?;
+        print_warnings(&resolved);
         let engine = Engine::connect().await?;
-        up::up(&engine, &loaded, &options).await
+        up::up(&engine, &resolved.loaded, &resolved.up_options(flags)).await
     }
     .await;
     match (result, as_json) {
