@@ -7,6 +7,7 @@ mod exec_cmd;
 pub mod forward_cmd;
 mod rooms;
 mod shell_cmd;
+mod stdin_pump;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
