@@ -19,6 +19,14 @@ pub fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
     print(&text)
 }
 
+/// One line of JSON, as the reference CLI prints its results: scripts read
+/// the last line of stdout.
+pub fn print_json_line(value: &serde_json::Value) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string(value)?;
+    text.push('\n');
+    print(&text)
+}
+
 fn map_err(e: io::Error) -> anyhow::Error {
     if e.kind() == io::ErrorKind::BrokenPipe {
         BrokenPipe.into()

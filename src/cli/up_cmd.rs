@@ -19,12 +19,7 @@ pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: Option<bool>, as_json
     .await;
     match (result, as_json) {
         (Ok(r), true) => {
-            output::print_json(&json!({
-                "outcome": "success",
-                "containerId": r.container_id,
-                "remoteUser": r.remote_user,
-                "remoteWorkspaceFolder": r.remote_workspace_folder,
-            }))?;
+            output::print_json_line(&success_json(&r))?;
             Ok(0)
         }
         (Ok(r), false) => {
@@ -38,11 +33,30 @@ pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: Option<bool>, as_json
         }
         (Err(e), true) => {
             let message: Vec<String> = e.chain().map(ToString::to_string).collect();
-            output::print_json(
+            output::print_json_line(
                 &json!({ "outcome": "error", "message": message.join(": "), "description": e.to_string() }),
             )?;
             Ok(1)
         }
         (Err(e), false) => Err(e),
     }
+}
+
+/// The reference CLI's `up` result, key for key, so a script can swap one
+/// tool for the other (`| tail -n1 | jq .containerId`).
+fn success_json(r: &up::UpResult) -> serde_json::Value {
+    json!({
+        "outcome": "success",
+        "containerId": r.container_id,
+        "remoteUser": r.remote_user,
+        "remoteWorkspaceFolder": r.remote_workspace_folder,
+        // The reference's report on its own registry client's credential
+        // lookups. workroom pulls through the engine and looks up no
+        // credentials itself, so none of these can happen.
+        "ociAuthDiagnostics": {
+            "authLookupWouldBeBlocked": false,
+            "registryRedirectWouldPreventCredentialForwarding": false,
+            "authServerRedirect": false,
+        },
+    })
 }
