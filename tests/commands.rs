@@ -1,6 +1,6 @@
 //! What every command that starts from a workspace shares (one way to find
 //! the room and to make it), and the small things a script or a person
-//! notices: `up --json`'s one line.
+//! notices: `up --json`'s one line, `down`'s leftovers.
 
 mod common;
 mod pty;
@@ -75,4 +75,20 @@ fn up_json_prints_an_error_on_one_line_too() {
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, ["outcome", "message", "description"]);
     assert_eq!(v["outcome"], "error");
+}
+
+/// `up` keeps a record per container in `~/.cache/workroom/ready/<id>`;
+/// `down` used to leave it behind.
+#[test]
+fn down_removes_the_rooms_ready_record() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut ws = Workspace::image(BUSYBOX);
+    ws.env.push(("XDG_CACHE_HOME".into(), cache.path().display().to_string()));
+    ws.up();
+    let id = docker_ok(&["inspect", "-f", "{{.Id}}", &ws.room_name()]);
+    let record = cache.path().join("workroom/ready").join(&id);
+    assert!(record.exists(), "up records the room ready at {}", record.display());
+    let out = ws.workroom(&["down"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!record.exists(), "down leaves {}", record.display());
 }

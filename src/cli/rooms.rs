@@ -124,6 +124,9 @@ pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, v
         let n = name(&c);
         crate::forward::state::stop_background(&n);
         engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
+        if let Some(id) = &c.id {
+            room::ready::forget(id);
+        }
         eprintln!("removed {n}");
     }
     Ok(0)
