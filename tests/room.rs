@@ -153,6 +153,11 @@ fn up_json_prints_the_reference_result_shape() {
             "containerId": id,
             "remoteUser": "dev",
             "remoteWorkspaceFolder": ws.remote_folder(),
+            "ociAuthDiagnostics": {
+                "authLookupWouldBeBlocked": false,
+                "registryRedirectWouldPreventCredentialForwarding": false,
+                "authServerRedirect": false,
+            },
         })
     );
 }

@@ -1,23 +1,39 @@
 //! `workroom exec [-t] -- CMD...`: one command in the room through Docker's
 //! exec, as the remote user, in the workspace folder, with `remoteEnv`.
-//! Stdin, stdout, stderr and the exit status pass through.
+//! Stdin, stdout, stderr and the exit status pass through; exec returns as
+//! soon as the command ends and reads no byte of stdin after that (see
+//! `stdin_pump`).
 //!
 //! Exit codes: the command's own; 125 when workroom or the engine failed
-//! before the command ran (no room, room stopped, engine down); 126/127 when
-//! the engine could not execute the program (not executable / not found),
-//! said on stderr with a `workroom:` line so it is not mistaken for the
-//! command's own 126/127.
+//! before the command ran (no room, room stopped, engine down) or the room
+//! stopped under it; 126/127 when the engine could not execute the program
+//! (not executable / not found), said on stderr with a `workroom:` line so
+//! it is not mistaken for the command's own 126/127.
 
+use super::stdin_pump::{StdinKind, StdinPump};
 use super::WorkspaceArgs;
-use crate::config::{self, LoadRequest};
 use crate::engine::{Engine, ExecSpec};
-use crate::plan::labels;
 use crate::room::hooks::HookContext;
+use crate::room::resolve::Room;
+use anyhow::bail;
 use std::io::{IsTerminal, Write};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Exit status for failures of workroom or the engine, as `docker exec` uses.
 pub const EXIT_WORKROOM_FAILED: i32 = 125;
+
+/// How long exec waits, once a command was killed in a room the engine
+/// still calls running, for the engine's word that the room died; and, once
+/// the room is known dead, for the command's last output on its way. The
+/// engine reports the exec's end first and the room's `die` about 50 ms
+/// later (measured on Docker 20.10: the exec's processes are killed as the
+/// room's init exits); this leaves room for a loaded engine, and is felt only
+/// by a command that was killed on its own.
+const DEATH_NEWS_GRACE: Duration = Duration::from_secs(2);
+
+/// Bytes copied from the exec's output per read.
+const OUTPUT_CHUNK: usize = 64 * 1024;
 
 pub async fn run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
     match prepare_and_run(ws, tty, argv).await {
@@ -31,61 +47,60 @@ pub async fn run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Re
 }
 
 async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
-    let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
-    let engine = Engine::connect().await?;
-    let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default())?;
-    let Some(c) = crate::room::locate(&engine, &loaded, settings.peer_messaging).await? else {
-        anyhow::bail!("no room for {}; `workroom up` makes one", loaded.workspace.local_folder.display());
-    };
-    let name = c.name.as_deref().unwrap_or_default().trim_start_matches('/').to_string();
-    if c.state.as_ref().and_then(|s| s.running) != Some(true) {
-        anyhow::bail!("{name} is not running; `workroom up` starts it");
+    let stdin = StdinKind::of_stdin();
+    if tty && stdin == StdinKind::Data {
+        // The engine ends a terminal's output when its input ends, so a
+        // piped stdin would cut the command's output short.
+        bail!("-t gives the command a terminal, but stdin is a pipe or a file; drop -t to pass stdin to the command");
     }
-    let container_labels = c.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
-    let user = container_labels.get(labels::REMOTE_USER).cloned().unwrap_or_else(|| "root".into());
-    let container_env = crate::room::container_env(&c);
-    let mut ctx = HookContext::new(&loaded, &user, &container_env);
+    let resolved = ws.resolve(Default::default())?;
+    let engine = Engine::connect().await?;
+    let room = resolved.running(&engine).await?;
+    let user = room.remote_user();
+    let container_env = crate::room::container_env(&room.container);
+    let mut ctx = HookContext::new(&resolved.loaded, &user, &container_env);
     // The user environment `up` probed for this start, under remoteEnv.
-    let started_at = c.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
-    if let Some(probed) = crate::room::ready::probed_env(c.id.as_deref().unwrap_or_default(), &started_at) {
+    if let Some(probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
-    ctx.env.extend(crate::forward::room_env(&name));
+    ctx.env.extend(crate::forward::room_env(&room.name));
     let spec = ExecSpec {
         argv,
         user: Some(user),
         env: ctx.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
         workdir: Some(ctx.cwd.clone()),
         tty,
-        stdin: true,
+        // Nothing to carry from /dev/null: the command gets the engine's
+        // empty stdin (or, with -t, a terminal no one types into).
+        stdin: stdin != StdinKind::Null,
         detach_keys: None,
     };
-    let id = c.id.clone().unwrap_or(name);
-    let terminal = if tty { RawTerminal::enter() } else { None };
-    let mut stream = engine.exec(&id, &spec).await?;
-    if let (true, Some((rows, cols))) = (tty, terminal_size()) {
+    run_exec(&engine, &room, &spec).await
+}
+
+/// Runs `spec` in `room` with our stdio attached; the status to exit with.
+async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Result<i32> {
+    let program = spec.argv[0].as_str();
+    // Watched from before the exec starts: the stream replays a death since
+    // the room's start, so none is missed. An engine that gives no events
+    // leaves the inspect after the command as the only check.
+    let died = {
+        let (engine, id, started_at) = (engine.clone(), room.id.clone(), room.started_at().to_string());
+        async move {
+            if !engine.container_died(&id, &started_at).await.unwrap_or(false) {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::pin!(died);
+    let terminal = if spec.tty { RawTerminal::enter() } else { None };
+    let mut stream = engine.exec(&room.id, spec).await?;
+    if let (true, Some((rows, cols))) = (spec.tty, terminal_size()) {
         let _ = engine.resize_exec(&stream.id, rows, cols).await;
     }
     let mut stderr_rx = stream.output.take_stderr();
-    let mut input = stream.input;
-    // stdin → exec; at its end, half-close so the command sees end of input.
-    let stdin_task = tokio::spawn(async move {
-        let mut stdin = tokio::io::stdin();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match stdin.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if input.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                    let _ = input.flush().await;
-                }
-            }
-        }
-        let _ = input.shutdown().await;
-    });
-    let resize_task = tty.then(|| {
+    let pump = if spec.stdin { Some(StdinPump::start(stream.input)?) } else { None };
+    let resize_task = spec.tty.then(|| {
         let engine = engine.clone();
         let exec_id = stream.id.clone();
         tokio::spawn(async move {
@@ -99,68 +114,126 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
             }
         })
     });
+    // The engine's own complaint when it cannot start the program comes
+    // before any byte of the command's, on stdout (Docker 20.10) or stderr
+    // (newer engines): it is held back, and if the exit status confirms it,
+    // replaced by our one line; otherwise it was the command's after all.
     let stderr_task = tokio::spawn(async move {
-        let mut seen = Vec::new();
+        let mut held = Vec::new();
+        let mut first = true;
         while let Some(chunk) = stderr_rx.recv().await {
-            let _ = std::io::stderr().write_all(&chunk);
-            if seen.len() < 4096 {
-                seen.extend_from_slice(&chunk);
+            if std::mem::take(&mut first) && chunk.starts_with(ENGINE_EXEC_FAILED.as_bytes()) {
+                held.extend_from_slice(&chunk);
+                continue;
             }
+            let _ = std::io::stderr().write_all(&std::mem::take(&mut held));
+            let _ = std::io::stderr().write_all(&chunk);
         }
-        seen
+        held
     });
     let mut out = tokio::io::stdout();
-    let mut buf = vec![0u8; 64 * 1024];
-    // The engine's own complaint when it cannot start the program comes on
-    // the exec's stdout (Docker 20.10) before any byte of the command's: it
-    // is held back and, if the exit status confirms it, goes to stderr, so
-    // the command's stdout carries only the command's bytes.
+    let mut buf = vec![0u8; OUTPUT_CHUNK];
     let mut held = Vec::new();
     let mut first = true;
-    loop {
-        let n = stream.output.read(&mut buf).await?;
+    let mut room_died = false;
+    let drain_deadline = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(drain_deadline);
+    let copied: anyhow::Result<()> = loop {
+        let n = tokio::select! {
+            read = stream.output.read(&mut buf) => match read {
+                Ok(n) => n,
+                Err(e) => break Err(e.into()),
+            },
+            () = &mut died, if !room_died => {
+                // The last output may still be on its way: take it, briefly.
+                room_died = true;
+                drain_deadline.as_mut().reset(tokio::time::Instant::now() + DEATH_NEWS_GRACE);
+                continue;
+            }
+            () = &mut drain_deadline, if room_died => break Ok(()),
+        };
         if n == 0 {
-            break;
+            break Ok(());
         }
-        if first && buf[..n].starts_with(ENGINE_EXEC_FAILED.as_bytes()) {
+        if std::mem::take(&mut first) && buf[..n].starts_with(ENGINE_EXEC_FAILED.as_bytes()) {
             held.extend_from_slice(&buf[..n]);
             continue;
         }
-        first = false;
         if !held.is_empty() && out.write_all(&std::mem::take(&mut held)).await.is_err() {
-            break;
+            break Ok(());
         }
         if out.write_all(&buf[..n]).await.is_err() {
-            break;
+            break Ok(());
         }
         let _ = out.flush().await;
+    };
+    if let Some(pump) = pump {
+        pump.stop().await;
     }
     drop(terminal);
-    stdin_task.abort();
     if let Some(t) = resize_task {
         t.abort();
     }
     drop(stream.output);
-    let err_head = stderr_task.await.unwrap_or_default();
-    let code = engine.exec_exit_code(&stream.id).await?.unwrap_or(EXIT_WORKROOM_FAILED as i64) as i32;
-    let said = String::from_utf8_lossy(&held).into_owned() + &String::from_utf8_lossy(&err_head);
-    match engine_exec_failure(code, &said) {
-        Some(code) => {
-            let _ = std::io::stderr().write_all(&held);
-            eprintln!(
-                "workroom: the engine could not run `{}` in {id}: {}",
-                spec.argv[0],
-                if code == EXIT_NOT_FOUND { "not found in PATH" } else { "not executable" }
-            );
-            Ok(code)
+    let err_held = stderr_task.await.unwrap_or_default();
+    copied?;
+    let stopped = format!("workroom: {} stopped while `{program}` ran; `workroom up` starts it again", room.name);
+    if room_died {
+        eprintln!("{stopped}");
+        return Ok(EXIT_WORKROOM_FAILED);
+    }
+    let code = engine.exec_exit_code(&stream.id).await?;
+    // Killed (as every process of a dying room is), or not ended at all as
+    // far as the engine knows: the room's death is the likely cause, and its
+    // news may still be on its way.
+    if code.is_none_or(|c| c == EXIT_KILLED) && room_stopped(engine, room, &mut died).await {
+        eprintln!("{stopped}");
+        return Ok(EXIT_WORKROOM_FAILED);
+    }
+    let Some(code) = code.map(|c| c as i32) else {
+        eprintln!("workroom: the engine did not say how `{program}` ended in {}", room.name);
+        return Ok(EXIT_WORKROOM_FAILED);
+    };
+    let said = String::from_utf8_lossy(&held).into_owned() + &String::from_utf8_lossy(&err_held);
+    match engine_exec_failure(code, program, &said) {
+        Some(failure) => {
+            eprintln!("workroom: cannot run `{program}` in {}: {}", room.name, failure.explain());
+            Ok(failure.code())
         }
         None => {
             // Not the engine's: the command's own output after all.
             let _ = out.write_all(&held).await;
             let _ = out.flush().await;
+            let _ = std::io::stderr().write_all(&err_held);
             Ok(code)
         }
     }
+}
+
+/// What a process killed by SIGKILL exits with (128 + 9): every process of
+/// a room that dies ends so, when the kernel ends its PID namespace.
+const EXIT_KILLED: i64 = 137;
+
+/// Whether the room died (or restarted) under the command: its state now,
+/// else the engine's `die` event within the grace.
+async fn room_stopped(
+    engine: &Engine,
+    room: &Room,
+    died: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> bool {
+    match engine.inspect_container(&room.id).await {
+        Ok(Some(c)) => {
+            let state = c.state.as_ref();
+            if state.and_then(|s| s.running) != Some(true)
+                || state.and_then(|s| s.started_at.as_deref()) != Some(room.started_at())
+            {
+                return true;
+            }
+        }
+        Ok(None) => return true,
+        Err(_) => {}
+    }
+    tokio::time::timeout(DEATH_NEWS_GRACE, died).await.is_ok()
 }
 
 /// How the engine's message begins when it could not start the program.
@@ -170,16 +243,49 @@ const ENGINE_EXEC_FAILED: &str = "OCI runtime exec failed";
 const EXIT_NOT_EXECUTABLE: i32 = 126;
 const EXIT_NOT_FOUND: i32 = 127;
 
-/// The status to report when the engine, not the command, failed: 127 for a
-/// program not found, 126 for one not executable. Docker 20.10 reports both
-/// as 126 (newer engines say 127 for not found), so the engine's message
-/// decides; a 126/127 without that message is the command's own.
-fn engine_exec_failure(code: i32, said: &str) -> Option<i32> {
+/// Why the engine, not the command, failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EngineFailure {
+    /// A bare name the remote user's PATH does not hold.
+    NotInPath,
+    /// A path (absolute or relative) that does not exist, or a program
+    /// whose `#!` interpreter does not.
+    NoSuchFile,
+    NotExecutable,
+}
+
+impl EngineFailure {
+    fn code(self) -> i32 {
+        match self {
+            EngineFailure::NotInPath | EngineFailure::NoSuchFile => EXIT_NOT_FOUND,
+            EngineFailure::NotExecutable => EXIT_NOT_EXECUTABLE,
+        }
+    }
+
+    fn explain(self) -> &'static str {
+        match self {
+            EngineFailure::NotInPath => "not found in the PATH",
+            EngineFailure::NoSuchFile => "no such file (or its #! interpreter is missing)",
+            EngineFailure::NotExecutable => "not executable",
+        }
+    }
+}
+
+/// The engine's failure, when the status and its message say the program
+/// could not be started: 127 for not found, 126 for not executable. Docker
+/// 20.10 reports both as 126 (newer engines say 127 for not found), so the
+/// message decides; a 126/127 without that message is the command's own.
+fn engine_exec_failure(code: i32, program: &str, said: &str) -> Option<EngineFailure> {
     if !(code == EXIT_NOT_EXECUTABLE || code == EXIT_NOT_FOUND) || !said.contains(ENGINE_EXEC_FAILED) {
         return None;
     }
-    let not_found = ["executable file not found", "no such file or directory"].iter().any(|m| said.contains(m));
-    Some(if not_found { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
+    Some(if said.contains("executable file not found") && !program.contains('/') {
+        EngineFailure::NotInPath
+    } else if said.contains("no such file or directory") || said.contains("executable file not found") {
+        EngineFailure::NoSuchFile
+    } else {
+        EngineFailure::NotExecutable
+    })
 }
 
 fn terminal_size() -> Option<(u16, u16)> {
@@ -222,19 +328,29 @@ mod tests {
     #[test]
     fn a_program_the_engine_cannot_find_is_127_even_when_docker_says_126() {
         let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown";
-        assert_eq!(engine_exec_failure(126, said), Some(127));
-        assert_eq!(engine_exec_failure(127, said), Some(127));
+        assert_eq!(engine_exec_failure(126, "nope", said), Some(EngineFailure::NotInPath));
+        assert_eq!(engine_exec_failure(127, "nope", said).map(EngineFailure::code), Some(127));
+        assert_eq!(engine_exec_failure(126, "nope", said).map(EngineFailure::code), Some(127));
+    }
+
+    #[test]
+    fn an_absolute_path_that_does_not_exist_is_no_such_file_not_missing_from_path() {
+        let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"/nonexistent\": stat /nonexistent: no such file or directory: unknown";
+        let failure = engine_exec_failure(126, "/nonexistent", said).unwrap();
+        assert_eq!(failure, EngineFailure::NoSuchFile);
+        assert_eq!(failure.code(), 127);
+        assert!(!failure.explain().contains("PATH"), "{}", failure.explain());
     }
 
     #[test]
     fn a_program_the_engine_cannot_execute_is_126() {
         let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc/passwd\": permission denied: unknown";
-        assert_eq!(engine_exec_failure(126, said), Some(126));
+        assert_eq!(engine_exec_failure(126, "/etc/passwd", said), Some(EngineFailure::NotExecutable));
     }
 
     #[test]
     fn a_command_exiting_126_or_127_by_itself_is_passed_through() {
-        assert_eq!(engine_exec_failure(127, "sh: nope: not found"), None);
-        assert_eq!(engine_exec_failure(1, "OCI runtime exec failed: ... not found"), None);
+        assert_eq!(engine_exec_failure(127, "nope", "sh: nope: not found"), None);
+        assert_eq!(engine_exec_failure(1, "nope", "OCI runtime exec failed: ... not found"), None);
     }
 }

@@ -1,12 +1,12 @@
 //! `workroom forward [ROOM] PORT[:CONTAINER_PORT]...` and `workroom ports`.
 
 use super::WorkspaceArgs;
-use crate::config::{self, LoadRequest, Loaded};
+use crate::config::Loaded;
 use crate::engine::Engine;
 use crate::forward::{self, spec, state, Plan};
 use crate::output;
-use crate::plan::{identity, labels};
-use anyhow::{bail, Context as _};
+use crate::room::resolve;
+use anyhow::bail;
 use serde_json::json;
 
 pub struct ForwardArgs {
@@ -26,15 +26,17 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
     };
     let mut forwards = specs.iter().map(|s| spec::parse(s)).collect::<Result<Vec<_>, _>>()?;
     let engine = Engine::connect().await?;
-    let (room, loaded) = find_room(&engine, room_arg.as_deref(), &a.workspace).await?;
-    let c = engine.inspect_container(&room).await?.with_context(|| format!("no room named {room}"))?;
-    if c.state.as_ref().and_then(|s| s.running) != Some(true) {
-        bail!("{room} is not running; `workroom up` starts it");
-    }
-    let container_labels = c.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
-    if !container_labels.contains_key(labels::SCHEMA) {
-        bail!("{room} was not made by workroom");
-    }
+    // The room by name, or the workspace's; with the configuration when it
+    // can be read (a named room's from its labels).
+    let (found, resolved) = match room_arg.as_deref() {
+        Some(name) => resolve::by_name(&engine, name).await?,
+        None => {
+            let resolved = a.workspace.resolve(Default::default())?;
+            (resolved.running(&engine).await?, Some(resolved))
+        }
+    };
+    let loaded: Option<Loaded> = resolved.map(|r| r.loaded);
+    let room = found.name.clone();
     let attributes = loaded.as_ref().map(|l| l.model.ports_attributes.clone()).unwrap_or_default();
     if forwards.is_empty() {
         forwards = loaded
@@ -66,9 +68,9 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         bail!("nothing to forward: name ports (`workroom forward 8080`) or add `forwardPorts` to the configuration");
     }
     let plan = Plan {
-        room: room.clone(),
-        container_id: c.id.clone().unwrap_or(room),
-        remote_user: container_labels.get(labels::REMOTE_USER).cloned().unwrap_or_else(|| "root".into()),
+        room,
+        remote_user: found.remote_user(),
+        container_id: found.id,
         forwards,
         offer,
         background: a.detached,
@@ -85,43 +87,6 @@ fn print_started(status: &state::Status) {
     }
     if status.git_credentials {
         eprintln!("{}: git credentials forwarded", status.room);
-    }
-}
-
-/// The room by name, or the workspace's; with the configuration when it can
-/// be read (a named room's from its labels).
-async fn find_room(
-    engine: &Engine,
-    name: Option<&str>,
-    ws: &WorkspaceArgs,
-) -> anyhow::Result<(String, Option<Loaded>)> {
-    match name {
-        None => {
-            let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
-            let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default())?;
-            let room = match crate::room::locate(engine, &loaded, settings.peer_messaging).await? {
-                Some(c) => c.name.as_deref().unwrap_or_default().trim_start_matches('/').to_string(),
-                None => {
-                    identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, settings.peer_messaging)
-                }
-            };
-            Ok((room, Some(loaded)))
-        }
-        Some(name) => {
-            let c = engine
-                .inspect_container(name)
-                .await?
-                .with_context(|| format!("no room named {name} (`workroom list` shows the rooms)"))?;
-            let l = c.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
-            let loaded = match (l.get(labels::LOCAL_FOLDER), l.get(labels::CONFIG_FILE)) {
-                (Some(folder), Some(file)) => {
-                    config::load(&LoadRequest::new(std::path::Path::new(folder), Some(file.into()))).ok()
-                }
-                _ => None,
-            };
-            let room = c.name.as_deref().unwrap_or(name).trim_start_matches('/').to_string();
-            Ok((room, loaded))
-        }
     }
 }
 

@@ -7,6 +7,7 @@ mod exec_cmd;
 pub mod forward_cmd;
 mod rooms;
 mod shell_cmd;
+mod stdin_pump;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,21 @@ pub struct WorkspaceArgs {
     /// A devcontainer.json elsewhere than `.devcontainer/devcontainer.json` or `.devcontainer.json`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+impl WorkspaceArgs {
+    /// The workspace's configuration and settings (`flags` over the files):
+    /// the one way every command gets from its arguments to its room.
+    pub fn resolve(&self, flags: crate::settings::Flags) -> anyhow::Result<crate::room::resolve::Resolved> {
+        crate::room::resolve::Resolved::load(&self.workspace_folder, self.config.clone(), flags)
+    }
+}
+
+/// Says what a command that makes the room should say about its file first.
+fn print_warnings(resolved: &crate::room::resolve::Resolved) {
+    for w in resolved.warnings() {
+        eprintln!("warning: {w}");
+    }
 }
 
 /// Peer messaging for the rooms a command makes (wins over the settings files).
@@ -188,9 +204,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         match args.command {
             Cmd::Config { .. } => unreachable!("handled above"),
             Cmd::Up { workspace, json, recreate, skip_post_attach, peer, name } => {
-                let options =
-                    crate::room::up::UpOptions { recreate, post_attach: !skip_post_attach, name, ..Default::default() };
-                up_cmd::run(&workspace, options, peer.peer, json).await
+                let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name };
+                up_cmd::run(&workspace, flags, peer.peer, json).await
             }
             Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,
             Cmd::Shell { workspace, pane, detach_keys } => {

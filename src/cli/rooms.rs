@@ -57,19 +57,26 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
         output::print_json(&json!(items))?;
         return Ok(0);
     }
-    let mut out = format!("{:<36} {:<9} {:<32} {:<6} {}\n", "NAME", "STATE", "IMAGE", "AGE", "WORKSPACE");
-    for c in &rooms {
-        out.push_str(&format!(
-            "{:<36} {:<9} {:<32} {:<6} {}\n",
-            name(c),
-            c.state.map(|s| s.to_string()).unwrap_or_default(),
-            c.image.as_deref().unwrap_or(""),
-            age(c.created),
-            label(c, labels::LOCAL_FOLDER),
-        ));
-    }
+    let rows: Vec<Vec<String>> = rooms
+        .iter()
+        .map(|c| {
+            vec![
+                name(c),
+                c.state.map(|s| s.to_string()).unwrap_or_default(),
+                c.image.clone().unwrap_or_default(),
+                age(c.created),
+                label(c, labels::LOCAL_FOLDER).to_string(),
+            ]
+        })
+        .collect();
+    let out = format_list(&rows);
     output::print(&out)?;
     Ok(0)
+}
+
+/// The table `workroom list` prints: name, state, image, age, workspace.
+fn format_list(rows: &[Vec<String>]) -> String {
+    output::table(&["NAME", "STATE", "IMAGE", "AGE", "WORKSPACE"], rows)
 }
 
 /// The rooms a command acts on: a name, `--all`, or the workspace's room.
@@ -117,6 +124,9 @@ pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, v
         let n = name(&c);
         crate::forward::state::stop_background(&n);
         engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
+        if let Some(id) = &c.id {
+            room::ready::forget(id);
+        }
         eprintln!("removed {n}");
     }
     Ok(0)
@@ -144,4 +154,33 @@ pub async fn logs(name_arg: Option<&str>, folder: &std::path::Path, follow: bool
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_columns_stay_aligned_when_a_room_name_is_longer_than_the_column() {
+        let long = format!("workroom-{}-1a2b3c4d", "a-very-long-workspace-folder-name-indeed");
+        let row = |n: &str, image: &str| {
+            vec![n.to_string(), "running".into(), image.to_string(), "5m".into(), "/src/x".into()]
+        };
+        let rows = vec![
+            row(&long, "workroom-fixture/busybox:1"),
+            row("workroom-x-00000000", "workroom-build/a-rather-long-built-image-name:latest"),
+        ];
+        let text = format_list(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        // Where each header word starts: every row has a cell starting there.
+        let header = lines[0].as_bytes();
+        let starts: Vec<usize> = (1..header.len()).filter(|&i| header[i - 1] == b' ' && header[i] != b' ').collect();
+        assert_eq!(starts.len(), 4, "{text}");
+        for at in starts {
+            for line in &lines[1..] {
+                let line = line.as_bytes();
+                assert!(line[at - 1] == b' ' && line[at] != b' ', "a cell does not start at {at} in:\n{text}");
+            }
+        }
+    }
 }

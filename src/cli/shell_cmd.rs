@@ -10,13 +10,12 @@
 //! pane's end ends `shell` with the pane's status.
 
 use super::exec_cmd::{RawTerminal, EXIT_WORKROOM_FAILED};
-use super::WorkspaceArgs;
-use crate::config::{self, LoadRequest};
+use super::{print_warnings, WorkspaceArgs};
 use crate::engine::{Engine, ExecSpec};
 use crate::link::RoomLink;
-use crate::plan::{identity, labels};
 use crate::room::hooks::HookContext;
-use crate::room::up::{self, UpOptions};
+use crate::room::resolve::UpFlags;
+use crate::room::up;
 use anyhow::{bail, Context as _};
 use std::io::Write;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,19 +30,15 @@ use workroomd::room;
 const ENGINE_DETACH_KEYS: &str = "ctrl-@,ctrl-^,ctrl-@,ctrl-^";
 
 pub async fn shell(ws: &WorkspaceArgs, pane: &str, detach_keys: Option<&str>) -> anyhow::Result<i32> {
-    let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
+    let resolved = ws.resolve(Default::default())?;
+    print_warnings(&resolved);
     let engine = Engine::connect().await?;
-    let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default())?;
-    let options = UpOptions {
-        post_attach: true,
-        peer: settings.peer_messaging,
-        peer_registry: settings.peer_registry,
-        ..Default::default()
-    };
-    let up = up::up(&engine, &loaded, &options).await?;
+    let options = resolved.up_options(UpFlags { post_attach: true, ..Default::default() });
+    let loaded = &resolved.loaded;
+    let up = up::up(&engine, loaded, &options).await?;
     let container = engine.inspect_container(&up.container_id).await?.context("the room vanished after `up`")?;
     let container_env = crate::room::container_env(&container);
-    let mut ctx = HookContext::new(&loaded, &up.remote_user, &container_env);
+    let mut ctx = HookContext::new(loaded, &up.remote_user, &container_env);
     // The room's forwarder carries the host's ssh-agent: panes get its socket
     // as exec and hooks do.
     ctx.env.extend(crate::forward::room_env(&up.name));
@@ -160,21 +155,9 @@ fn terminal_size() -> Option<(u16, u16)> {
     (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
 }
 
-/// The running room of a workspace, or a message saying how to get one.
+/// The running room of a workspace (its id), or a message saying how to get one.
 async fn running_room(engine: &Engine, ws: &WorkspaceArgs) -> anyhow::Result<String> {
-    let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
-    let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default())?;
-    let name = identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, settings.peer_messaging);
-    let Some(c) = crate::room::locate(engine, &loaded, settings.peer_messaging).await? else {
-        bail!("no room for {}; `workroom up` makes one", loaded.workspace.local_folder.display());
-    };
-    if c.config.as_ref().and_then(|c| c.labels.as_ref()).and_then(|l| l.get(labels::SCHEMA)).is_none() {
-        bail!("a container named {name} exists but was not made by workroom");
-    }
-    if c.state.as_ref().and_then(|s| s.running) != Some(true) {
-        bail!("{name} is not running; `workroom up` starts it");
-    }
-    Ok(c.id.unwrap_or(name))
+    Ok(ws.resolve(Default::default())?.running(engine).await?.id)
 }
 
 pub async fn panes(ws: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {

@@ -1,41 +1,25 @@
 //! `workroom up`: the room of a workspace, made or found, started and ready.
 //! `--json` prints the reference CLI's result shape, errors included.
 
-use super::WorkspaceArgs;
-use crate::config::{self, LoadRequest};
+use super::{print_warnings, WorkspaceArgs};
 use crate::engine::Engine;
 use crate::output;
-use crate::room::up::{self, UpOptions};
+use crate::room::resolve::UpFlags;
+use crate::room::up;
 use crate::settings;
 use serde_json::json;
 
-pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
+pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
     let result = async {
-        let loaded = config::load(&LoadRequest::new(&ws.workspace_folder, ws.config.clone()))?;
-        let settings = settings::load_with(
-            &loaded.workspace.local_folder,
-            settings::Flags { peer },
-            loaded.model.customizations.as_ref(),
-            &loaded.config_path,
-        )?;
-        options.shape = crate::plan::nested::RoomShape { nested: settings.nested, network: settings.network };
-        options.peer = settings.peer_messaging;
-        options.peer_registry = settings.peer_registry;
-        for unknown in &loaded.model.unknown {
-            eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
-        }
+        let resolved = ws.resolve(settings::Flags { peer })?;
+        print_warnings(&resolved);
         let engine = Engine::connect().await?;
-        up::up(&engine, &loaded, &options).await
+        up::up(&engine, &resolved.loaded, &resolved.up_options(flags)).await
     }
     .await;
     match (result, as_json) {
         (Ok(r), true) => {
-            output::print_json(&json!({
-                "outcome": "success",
-                "containerId": r.container_id,
-                "remoteUser": r.remote_user,
-                "remoteWorkspaceFolder": r.remote_workspace_folder,
-            }))?;
+            output::print_json_line(&success_json(&r))?;
             Ok(0)
         }
         (Ok(r), false) => {
@@ -49,11 +33,30 @@ pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>,
         }
         (Err(e), true) => {
             let message: Vec<String> = e.chain().map(ToString::to_string).collect();
-            output::print_json(
+            output::print_json_line(
                 &json!({ "outcome": "error", "message": message.join(": "), "description": e.to_string() }),
             )?;
             Ok(1)
         }
         (Err(e), false) => Err(e),
     }
+}
+
+/// The reference CLI's `up` result, key for key, so a script can swap one
+/// tool for the other (`| tail -n1 | jq .containerId`).
+fn success_json(r: &up::UpResult) -> serde_json::Value {
+    json!({
+        "outcome": "success",
+        "containerId": r.container_id,
+        "remoteUser": r.remote_user,
+        "remoteWorkspaceFolder": r.remote_workspace_folder,
+        // The reference's report on its own registry client's credential
+        // lookups. workroom pulls through the engine and looks up no
+        // credentials itself, so none of these can happen.
+        "ociAuthDiagnostics": {
+            "authLookupWouldBeBlocked": false,
+            "registryRedirectWouldPreventCredentialForwarding": false,
+            "authServerRedirect": false,
+        },
+    })
 }

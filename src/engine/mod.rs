@@ -4,10 +4,12 @@
 //! upload, start/stop/remove, exec, list, images) so a second driver, such as
 //! exec into a Kubernetes pod, can stand beside it later.
 
+mod events;
 mod exec;
 pub mod host;
 mod objects;
 
+pub use events::events_since;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
 
 use bollard::errors::Error as BollardError;

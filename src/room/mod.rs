@@ -9,6 +9,7 @@ pub mod nested;
 pub mod peers;
 pub mod probe;
 pub mod ready;
+pub mod resolve;
 pub mod up;
 
 use crate::engine::{Engine, EngineError};

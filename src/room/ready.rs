@@ -54,6 +54,14 @@ pub fn mark_done(container_id: &str, started_at: &str, probed: Option<&BTreeMap<
     }
 }
 
+/// Drops the record of a container that is gone (`down`): its id never
+/// comes back, so the record would only be litter in the user's cache.
+pub fn forget(container_id: &str) {
+    if let Some(path) = record_path(container_id) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +82,8 @@ mod tests {
         assert!(!is_done("abc123", "2026-11-29T11:00:00Z"), "a restart makes it stale");
         assert!(!is_done("abc123", ""), "an unknown start time is never done");
         assert!(!is_done("../x", "2026-11-29T10:00:00Z"));
+        forget("abc123");
+        assert!(!is_done("abc123", "2026-11-29T10:00:00Z"));
+        assert!(!dir.path().join("workroom/ready/abc123").exists());
     }
 }

@@ -1,0 +1,87 @@
+//! The engine's event stream, for noticing a room die under a command that
+//! runs in it (`docker kill`, `docker stop`, the engine restarting it).
+
+use super::{Engine, EngineError};
+use bollard::query_parameters::EventsOptions;
+use futures_util::StreamExt;
+use std::collections::HashMap;
+
+impl Engine {
+    /// Resolves when the start of container `id` that began at `started_at`
+    /// (its `State.StartedAt`) ends: `true` on the engine's `die` event for
+    /// it, `false` if the engine ended the stream without one (then the
+    /// caller knows nothing, not that the room lives).
+    ///
+    /// The stream is asked for events since that start, so a death between
+    /// the caller's inspect and the moment the engine registers the stream is
+    /// replayed rather than missed.
+    pub async fn container_died(&self, id: &str, started_at: &str) -> Result<bool, EngineError> {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("container".to_string(), vec![id.to_string()]),
+            ("event".to_string(), vec!["die".to_string()]),
+        ]);
+        let options = EventsOptions { since: events_since(started_at), until: None, filters: Some(filters) };
+        let mut events = self.docker.events(Some(options));
+        match events.next().await {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(self.map(format!("watch container {id}"), format!("container {id}"), e)),
+            None => Ok(false),
+        }
+    }
+}
+
+/// The events API's `since` (`seconds.nanoseconds`) for an engine timestamp
+/// in RFC 3339 as `State.StartedAt` gives it (`2026-12-01T10:20:30.5Z`, UTC).
+/// `None` when it is not in that form (the zero time of a container that
+/// never started included): then the stream starts now.
+pub fn events_since(rfc3339: &str) -> Option<String> {
+    let (date, time) = rfc3339.strip_suffix('Z')?.split_once('T')?;
+    let mut ymd = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let (hms, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let mut parts = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (parts.next()??, parts.next()??, parts.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || y < 1970 || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    if fraction.is_empty() || fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
+    let seconds = days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss;
+    (seconds > 0).then(|| format!("{seconds}.{nanos:09}"))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_time_becomes_the_events_since_of_the_same_instant() {
+        // Expected values from `date -u -d ... +%s`.
+        assert_eq!(events_since("2026-12-01T10:20:30Z").as_deref(), Some("1796120430.000000000"));
+        assert_eq!(events_since("2026-12-01T10:20:30.123456789Z").as_deref(), Some("1796120430.123456789"));
+        assert_eq!(events_since("2000-02-29T23:59:59.5Z").as_deref(), Some("951868799.500000000"));
+    }
+
+    #[test]
+    fn a_start_time_not_in_the_engines_form_starts_the_stream_now() {
+        for bad in ["", "0001-01-01T00:00:00Z", "2026-12-01 10:20:30Z", "2026-13-01T10:20:30Z", "2026-12-01T10:20:30.Z"]
+        {
+            assert_eq!(events_since(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! What every command that starts from a workspace shares (one way to find
+//! the room and to make it), and the small things a script or a person
+//! notices: `up --json`'s one line, `down`'s leftovers.
+
+mod common;
+mod pty;
+
+use common::*;
+use pty::Term;
+use serde_json::json;
+use std::time::Duration;
+
+/// Guards against a hang while waiting for output; never a pause.
+const GUARD: Duration = Duration::from_secs(60);
+
+fn label(container: &str, key: &str) -> String {
+    docker_ok(&["inspect", "-f", &format!("{{{{index .Config.Labels \"{key}\"}}}}"), container])
+}
+
+/// `shell` used to build its own `UpOptions` from the settings files alone:
+/// a room it made lacked devcontainer.json's `customizations.workroom`
+/// settings, and the unknown-property warnings `up` prints were skipped.
+#[test]
+fn shell_on_a_fresh_workspace_makes_the_room_with_customizations_workroom_and_warns_of_unknown_properties() {
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "customizations": { "workroom": { "nested": true } },
+        "postCreateComand": "misspelled on purpose",
+    }));
+    let mut term = Term::spawn(workroom_bin(), &["shell", "--workspace-folder", &ws.folder()], 24, 80);
+    term.send(b"echo in-pane-$((40+2))\r");
+    term.expect("in-pane-42", GUARD);
+    term.send(b"exit\r");
+    assert_eq!(term.wait(GUARD), 0, "{}", term.all());
+    let shown = term.all();
+    let nested = label(&ws.room_name(), "workroom.nested");
+    let warned = shown.contains("unknown property `postCreateComand`");
+    assert!(nested == "1" && warned, "nested label {nested:?}, warned {warned}; the terminal showed:\n{shown}");
+}
+
+/// The reference prints its result on one line (`| tail -n1 | jq` in
+/// scripts); workroom printed pretty JSON over several.
+#[test]
+fn up_json_prints_one_line_with_the_reference_clis_keys() {
+    let ws = Workspace::image(BUSYBOX);
+    let out = ws.workroom(&["up", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    // As `devcontainer up` 0.89.0 printed them for an image config (checked
+    // with `node /work/ref/package/devcontainer.js up --workspace-folder`).
+    assert_eq!(keys, ["outcome", "containerId", "remoteUser", "remoteWorkspaceFolder", "ociAuthDiagnostics"]);
+    assert_eq!(v["outcome"], "success");
+    assert_eq!(v["remoteUser"], "root");
+    assert_eq!(v["remoteWorkspaceFolder"], json!(ws.remote_folder()));
+    let id = v["containerId"].as_str().unwrap();
+    assert_eq!(docker_ok(&["inspect", "-f", "{{.Name}}", id]), format!("/{}", ws.room_name()));
+    let diagnostics: Vec<&str> = v["ociAuthDiagnostics"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        diagnostics,
+        ["authLookupWouldBeBlocked", "registryRedirectWouldPreventCredentialForwarding", "authServerRedirect"]
+    );
+}
+
+#[test]
+fn up_json_prints_an_error_on_one_line_too() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "runArgs": ["--workroom-no-such-flag"] }));
+    let out = ws.workroom(&["up", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["outcome", "message", "description"]);
+    assert_eq!(v["outcome"], "error");
+}
+
+/// `up` keeps a record per container in `~/.cache/workroom/ready/<id>`;
+/// `down` used to leave it behind.
+#[test]
+fn down_removes_the_rooms_ready_record() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut ws = Workspace::image(BUSYBOX);
+    ws.env.push(("XDG_CACHE_HOME".into(), cache.path().display().to_string()));
+    ws.up();
+    let id = docker_ok(&["inspect", "-f", "{{.Id}}", &ws.room_name()]);
+    let record = cache.path().join("workroom/ready").join(&id);
+    assert!(record.exists(), "up records the room ready at {}", record.display());
+    let out = ws.workroom(&["down"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!record.exists(), "down leaves {}", record.display());
+}
