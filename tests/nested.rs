@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 /// import as an inner image.
 const PODMAN: &str = "workroom-fixture/podman:bookworm";
 const INNER_TARBALL: &str = "/usr/share/workroom-fixture/busybox-rootfs.tar";
-const INNER_PAGE: &str = "hello from an inner container\n";
 
 const NESTED: &str = "peer_messaging = false\n[containers]\nnested = true\n";
 
@@ -99,13 +98,25 @@ fn the_profile_widens_user_and_mount_namespaces_only_and_still_refuses_keyctl_an
     assert!(!out.status.success(), "root mounted in the room's own mount namespace");
 }
 
+/// What the guide shows an agent doing: a Containerfile in the workspace,
+/// built into an image from the imported rootfs and served.
+const CONTAINERFILE: &str = "FROM localhost/inner\n\
+    RUN echo built in the room > /www/index.html\n\
+    CMD [\"busybox\", \"httpd\", \"-f\", \"-p\", \"8099\", \"-h\", \"/www\"]\n";
+const BUILT_PAGE: &str = "built in the room\n";
+
 /// The whole of it as the remote user, on the podman fixture: import a
-/// rootfs tarball, run a command, serve from an inner container and reach
-/// it on localhost from another inner container and from `workroom exec`,
-/// the wrapper's words, and the storage gone after `stop`.
+/// rootfs tarball, run a command, build an image and serve from it, reach
+/// the service on localhost from another inner container, from `workroom
+/// exec` and from the host through `workroom forward`, the wrapper's words,
+/// and the storage gone after `stop`.
 #[test]
-fn podman_in_a_nested_room_imports_runs_and_serves_on_localhost() {
-    let ws = a_nested_podman_room();
+fn podman_in_a_nested_room_imports_builds_runs_and_serves_on_localhost() {
+    let mut ws = a_nested_podman_room();
+    // The forwarder's state apart from the test runner's.
+    let state = tempfile::tempdir().unwrap();
+    ws.env.push(("XDG_STATE_HOME".into(), state.path().display().to_string()));
+    std::fs::write(ws.path().join("Containerfile"), CONTAINERFILE).unwrap();
     let err = up_stderr(&ws);
     assert!(!err.contains("cannot start") && !err.contains("has no podman"), "{err}");
 
@@ -124,24 +135,10 @@ fn podman_in_a_nested_room_imports_runs_and_serves_on_localhost() {
     let out = ws.exec(&["podman", "import", INNER_TARBALL, "inner"]);
     assert!(out.status.success(), "podman import: {}", stderr(&out));
     assert_eq!(ws.exec_ok(&["podman", "run", "--rm", "inner", "busybox", "echo", "inner-ok"]), "inner-ok\n");
+    let out = ws.exec(&["podman", "build", "-t", "svc", "."]);
+    assert!(out.status.success(), "podman build: {}", stderr(&out));
 
-    let out = ws.exec(&[
-        "docker",
-        "run",
-        "-d",
-        "--name",
-        "web",
-        "-p",
-        "8080:8099",
-        "inner",
-        "busybox",
-        "httpd",
-        "-f",
-        "-p",
-        "8099",
-        "-h",
-        "/www",
-    ]);
+    let out = ws.exec(&["docker", "run", "-d", "--name", "web", "-p", "8080:8099", "svc"]);
     assert!(out.status.success(), "docker run -d: {}", stderr(&out));
     assert!(
         stderr(&out).contains(
@@ -155,10 +152,14 @@ fn podman_in_a_nested_room_imports_runs_and_serves_on_localhost() {
     let get = "for i in $(seq 100); do exec 3<>/dev/tcp/127.0.0.1/8099 && break; sleep 0.1; done 2>/dev/null; \
                printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3";
     let reply = ws.exec_ok(&["bash", "-c", get]);
-    assert!(reply.starts_with("HTTP/1.") && reply.ends_with(INNER_PAGE), "from workroom exec: {reply}");
+    assert!(reply.starts_with("HTTP/1.") && reply.ends_with(BUILT_PAGE), "from workroom exec: {reply}");
     let from_inner =
         ws.exec_ok(&["podman", "run", "--rm", "inner", "busybox", "wget", "-qO-", "http://127.0.0.1:8099/"]);
-    assert_eq!(from_inner, INNER_PAGE, "from another inner container");
+    assert_eq!(from_inner, BUILT_PAGE, "from another inner container");
+    let host_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = ws.workroom(&["forward", "--background", &format!("{host_port}:8099")]);
+    assert!(out.status.success(), "workroom forward: {}", stderr(&out));
+    assert!(http_get(host_port).ends_with(BUILT_PAGE), "from the host through workroom forward");
 
     let out = ws.exec(&["podman", "network", "create", "mine"]);
     assert_eq!(out.status.code(), Some(125));
@@ -177,6 +178,16 @@ fn podman_in_a_nested_room_imports_runs_and_serves_on_localhost() {
     assert_eq!(ws.exec_ok(&["stat", "-c", "%U", "/var/lib/workroom-containers/dev/storage"]), "dev\n");
     assert!(ws.workroom(&["down"]).status.success());
     assert!(ws.containers().is_empty(), "the room is gone after down");
+}
+
+/// `GET /` on the host's 127.0.0.1:`port`, the whole reply.
+fn http_get(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    reply
 }
 
 /// Where FUSE cannot mount, storage falls back to vfs, and a container still
