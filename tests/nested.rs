@@ -190,6 +190,20 @@ fn http_get(port: u16) -> String {
     reply
 }
 
+/// Many images leave the remote user root: root in the room has no
+/// CAP_SYS_ADMIN either, and podman makes a user namespace for it too.
+#[test]
+fn podman_in_a_nested_room_runs_for_a_root_remote_user_too() {
+    let ws = Workspace::image(PODMAN).with_settings(NESTED, false);
+    let err = up_stderr(&ws);
+    assert!(!err.contains("cannot start"), "{err}");
+    let conf = ws.exec_ok(&["cat", "/etc/containers/containers.conf.d/workroom.conf"]);
+    assert!(conf.contains("pidns = \"host\""), "{conf}");
+    let out = ws.exec(&["podman", "import", INNER_TARBALL, "inner"]);
+    assert!(out.status.success(), "podman import: {}", stderr(&out));
+    assert_eq!(ws.exec_ok(&["podman", "run", "--rm", "inner", "busybox", "echo", "root-ok"]), "root-ok\n");
+}
+
 /// Where FUSE cannot mount, storage falls back to vfs, and a container still
 /// runs (here fuse-overlayfs is hidden behind /dev/null).
 #[test]
@@ -311,6 +325,24 @@ fn the_wrapper_says_publish_does_nothing_and_refuses_other_networks_and_pid_name
     // What follows the image is the inner command's, not the wrapper's.
     let err = stderr(&ws.exec(&["docker", "run", "--rm", "-e", "A=1", "inner", "nc", "-p", "80", "--network", "x"]));
     assert!(!err.contains("-p/--publish") && !err.contains("--network"), "{err}");
+}
+
+/// A docker CLI of the image's own (talking to some engine) is not shadowed
+/// by the wrapper; podman still goes through it.
+#[test]
+fn an_images_own_docker_stays_itself_in_a_nested_room() {
+    let ws = Workspace::new(json!({
+        "image": DEBIAN,
+        "mounts": ["type=bind,source=${localWorkspaceFolder}/own-docker,target=/usr/bin/docker"],
+    }))
+    .with_settings(NESTED, false);
+    let own = ws.path().join("own-docker");
+    std::fs::write(&own, "#!/bin/sh\necho the own docker of the image\n").unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ws.up();
+    assert_eq!(ws.exec_ok(&["docker", "run", "-p", "8080:80", "x"]), "the own docker of the image\n");
+    let out = ws.exec(&["podman", "network", "create", "mine"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
 }
 
 /// On the host network the room's processes may listen only from the

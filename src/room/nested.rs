@@ -111,18 +111,19 @@ network)
 	done
 	;;
 esac
-real=$(real_podman) || { say "the image has no podman: install podman, fuse-overlayfs and uidmap to run containers in this room"; exit 127; }
+real=$(real_tool podman) || { say "the image has no podman: install podman, fuse-overlayfs and uidmap to run containers in this room"; exit 127; }
 exec "$real" "$@"
 "#;
 
-/// The image's own podman: the first on `PATH` that is not the wrapper.
-const FIND_PODMAN: &str = r#"real_podman() {
+/// The image's own program `$1`: the first on `PATH` that is not the
+/// wrapper.
+const FIND_TOOL: &str = r#"real_tool() {
 	oldifs=$IFS
 	IFS=:
 	for d in $PATH; do
-		if [ -n "$d" ] && [ -x "$d/podman" ] && ! [ "$d/podman" -ef @SELF@ ]; then
+		if [ -n "$d" ] && [ -x "$d/$1" ] && ! [ "$d/$1" -ef @SELF@ ]; then
 			IFS=$oldifs
-			echo "$d/podman"
+			echo "$d/$1"
 			return 0
 		fi
 	done
@@ -148,14 +149,17 @@ cat > @SELF@.new <<'WORKROOM_EOF'
 @WRAPPER@WORKROOM_EOF
 chmod 0755 @SELF@.new
 mv -f @SELF@.new @SELF@
+@FIND@
+# podman always goes through the wrapper; docker only where the image has
+# no docker of its own (a docker CLI talking to some engine stays itself).
 for tool in docker podman; do
 	ln -sfn nested-limits /.workroom/bin/$tool
+	if [ "$tool" = docker ] && real_tool docker >/dev/null; then continue; fi
 	if [ -d /usr/local/bin ] && [ ! -e /usr/local/bin/$tool ] && [ ! -L /usr/local/bin/$tool ]; then
 		ln -s /.workroom/bin/$tool /usr/local/bin/$tool
 	fi
 done
-@FIND@
-echo "podman=$(real_podman || :)"
+echo "podman=$(real_tool podman || :)"
 # Subordinate ids need CAP_SYS_ADMIN (bit 21) in the room; without it the
 # user's ranges would make podman fail instead of mapping one id.
 mapping=ranges
@@ -374,8 +378,8 @@ pub fn user_storage(user: &str) -> String {
 
 fn root_script() -> String {
     ROOT_SCRIPT
-        .replace("@WRAPPER@", &WRAPPER.replace("@FIND@", FIND_PODMAN))
-        .replace("@FIND@", FIND_PODMAN)
+        .replace("@WRAPPER@", &WRAPPER.replace("@FIND@", FIND_TOOL))
+        .replace("@FIND@", FIND_TOOL)
         .replace("@SELF@", WRAPPER_PATH)
         .replace("@STORAGE@", INNER_STORAGE)
 }
