@@ -8,6 +8,7 @@ pub mod mounts;
 pub mod nested;
 pub mod peers;
 pub mod run_args;
+pub mod seccomp;
 
 #[cfg(test)]
 mod tests;

@@ -74,8 +74,12 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if !created {
         check_peer_drift(engine, &container, &name, options.peer, &names).await?;
     }
-    let nested = label(&container, crate::plan::nested::NESTED_LABEL) == Some("1");
-    if !created && nested != options.shape.nested {
+    let made_nested = label(&container, crate::plan::nested::NESTED_LABEL);
+    let nested = made_nested == Some("1");
+    // A room the engine could not give nested containers was said so when
+    // made; recreating it would not change that.
+    let refused = made_nested == Some(crate::plan::nested::NESTED_REFUSED);
+    if !created && !refused && nested != options.shape.nested {
         // Said on the fast path too: costs no engine call.
         let made = if nested { "on" } else { "off" };
         eprintln!(
@@ -181,7 +185,11 @@ async fn create_room(
         None
     };
     let mut plan = create::plan_with_peers(name, &image, loaded, &facts, peer_setup.as_ref().map(|p| &p.join))?;
-    for w in crate::plan::nested::apply(&mut plan, options.shape) {
+    let confinement = match options.shape.nested {
+        true => super::nested::confinement(engine).await,
+        false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
+    };
+    for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
         eprintln!("warning: {name}: {w}");
     }
     plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
