@@ -4,6 +4,7 @@
 pub mod create;
 pub mod identity;
 pub mod labels;
+pub mod metadata;
 pub mod mounts;
 pub mod nested;
 pub mod peers;
