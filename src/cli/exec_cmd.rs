@@ -44,7 +44,8 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
     let container_labels = c.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
     let user = container_labels.get(labels::REMOTE_USER).cloned().unwrap_or_else(|| "root".into());
     let container_env = crate::room::container_env(&c);
-    let mut ctx = HookContext::new(&loaded, &user, &container_env);
+    let metadata = crate::room::metadata_of(&loaded, &c);
+    let mut ctx = HookContext::new(&loaded, &metadata.merged, &user, &container_env);
     // The user environment `up` probed for this start, under remoteEnv.
     let started_at = c.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
     if let Some(probed) = crate::room::ready::probed_env(c.id.as_deref().unwrap_or_default(), &started_at) {

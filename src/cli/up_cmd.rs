@@ -21,6 +21,7 @@ pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>,
         options.shape = crate::plan::nested::RoomShape { nested: settings.nested, network: settings.network };
         options.peer = settings.peer_messaging;
         options.peer_registry = settings.peer_registry;
+        options.refuse_metadata_privileged = !settings.metadata_privileged;
         for unknown in &loaded.model.unknown {
             eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
         }
