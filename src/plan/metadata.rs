@@ -602,6 +602,11 @@ fn merge_forward_ports(entries: &[&Entry]) -> Option<Value> {
 /// The largest `cpus`, `memory` and `storage` (byte counts as strings, as
 /// the reference prints them) and the merged `gpu`.
 fn merge_host_requirements(entries: &[&Entry]) -> Option<Value> {
+    if entries.is_empty() {
+        // The reference's `Math.max()` of no entries is -Infinity, which is
+        // truthy: it prints this for a config and image with no metadata.
+        return Some(serde_json::json!({"cpus": null, "memory": "-Infinity", "storage": "-Infinity"}));
+    }
     let requirements: Vec<&Map<String, Value>> =
         entries.iter().filter_map(|e| e.get("hostRequirements")?.as_object()).collect();
     let max = |f: &dyn Fn(&Map<String, Value>) -> f64| requirements.iter().map(|r| f(r)).fold(0.0, f64::max);

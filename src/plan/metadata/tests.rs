@@ -154,6 +154,8 @@ fn host_requirements_take_the_largest_of_each_in_bytes() {
     ]);
     assert_eq!(gpus["hostRequirements"], json!({"cpus": 0, "gpu": {"cores": 2, "memory": "1073741824"}}));
     assert_eq!(merge(&[json!({"hostRequirements": {"memory": "4GB"}})]).get("hostRequirements"), None);
+    // The reference's maximum of nothing: what it prints with no entries at all.
+    assert_eq!(merge(&[])["hostRequirements"], json!({"cpus": null, "memory": "-Infinity", "storage": "-Infinity"}));
 }
 
 #[test]
