@@ -150,7 +150,8 @@ mod tests {
         let text = "ARG VARIANT=bookworm\nARG REG\nFROM --platform=linux/amd64 debian:${VARIANT} AS base\n\
                     RUN make\nfrom base as dev\nFROM ${REG:-docker.io}/alpine:3 AS other\nFROM dev\n";
         // (build args, target, base image)
-        let table: Vec<(Vec<(String, String)>, Option<&str>, Option<&str>)> = vec![
+        type Case<'a> = (Vec<(String, String)>, Option<&'a str>, Option<&'a str>);
+        let table: Vec<Case> = vec![
             (vec![], None, Some("debian:bookworm")),
             (args(&[("VARIANT", "trixie")]), Some("dev"), Some("debian:trixie")),
             (vec![], Some("other"), Some("docker.io/alpine:3")),

@@ -70,7 +70,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     let (container, created, prepared, made_with) = match existing {
         Some(c) => (c, false, None, None),
         None => match create_room(engine, loaded, &name, options, &names).await? {
-            Created::Ours(c, prepared, metadata) => (c, true, prepared, Some(metadata)),
+            Created::Ours(c, prepared, metadata) => (c, true, prepared, Some(*metadata)),
             Created::Theirs(c) => (c, false, None, None),
         },
     };
@@ -158,7 +158,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
 enum Created {
     /// We made it: our create won (with what peer messaging gave it, and
     /// the metadata it was made with).
-    Ours(ContainerInspectResponse, Option<peers::Prepared>, RoomMetadata),
+    Ours(ContainerInspectResponse, Option<peers::Prepared>, Box<RoomMetadata>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -253,7 +253,7 @@ async fn create_room(
     }
     .await;
     match prepared {
-        Ok(c) => Ok(Created::Ours(c, peer_setup, metadata)),
+        Ok(c) => Ok(Created::Ours(c, peer_setup, Box::new(metadata))),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
