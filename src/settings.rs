@@ -289,6 +289,25 @@ mod tests {
     }
 
     #[test]
+    fn privileged_from_metadata_applies_unless_the_project_or_user_file_refuses_it() {
+        // (user file, project file, applies)
+        let table = [
+            ("", "", true),
+            ("[containers]\nmetadata_privileged = false\n", "", false),
+            ("[containers]\nmetadata_privileged = false\n", "[containers]\nmetadata_privileged = true\n", true),
+            ("", "[containers]\nmetadata_privileged = false\n", false),
+        ];
+        for (user, project, applies) in table {
+            let (u, p) = (parse(user, Path::new("u")).unwrap(), parse(project, Path::new("p")).unwrap());
+            assert_eq!(
+                merge(&u, &p, Flags::default(), "/r".into()).metadata_privileged,
+                applies,
+                "{user:?} {project:?}"
+            );
+        }
+    }
+
+    #[test]
     fn nested_and_network_come_from_the_project_file_then_devcontainer_json_then_the_user() {
         let custom = |v: serde_json::Value| v.as_object().cloned().unwrap();
         let user = parse("[containers]\nnested = true\n[network]\nmode = \"host\"\n", Path::new("u")).unwrap();
