@@ -142,6 +142,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         peer_registry: settings.peer_registry.clone(),
         name: flags.name,
         shape: RoomShape { nested: settings.nested, network: settings.network },
+        refuse_metadata_privileged: !settings.metadata_privileged,
     }
 }
 
