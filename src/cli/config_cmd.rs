@@ -21,8 +21,8 @@ pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
     } else {
         output::print(&summary(&loaded))?;
     }
-    for unknown in &loaded.model.unknown {
-        eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
+    for warning in loaded.warnings() {
+        eprintln!("warning: {warning}");
     }
     Ok(0)
 }

@@ -21,8 +21,8 @@ pub async fn run(ws: &WorkspaceArgs, mut options: UpOptions, peer: Option<bool>,
         options.shape = crate::plan::nested::RoomShape { nested: settings.nested, network: settings.network };
         options.peer = settings.peer_messaging;
         options.peer_registry = settings.peer_registry;
-        for unknown in &loaded.model.unknown {
-            eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
+        for warning in loaded.warnings() {
+            eprintln!("warning: {warning}");
         }
         let engine = Engine::connect().await?;
         up::up(&engine, &loaded, &options).await
