@@ -170,3 +170,19 @@ fn json5_only_syntax_is_a_warning_that_the_reference_reads_the_file_differently(
         assert!(lines.iter().any(|l| l.starts_with(&expected)), "{expected:?} in {err}");
     }
 }
+
+#[test]
+fn config_refuses_the_run_args_and_workspace_mount_that_up_refuses_with_the_same_line() {
+    for body in [
+        r#"{"image": "workroom-fixture/busybox:1", "runArgs": ["--memory", "lots"]}"#,
+        r#"{"image": "workroom-fixture/busybox:1", "workspaceMount": "type=bind,source=/tmp"}"#,
+    ] {
+        let (code, config_err, _) = run_on("config", body.as_bytes());
+        assert_eq!(code, 2, "config exits 2 on {body}: {config_err}");
+        assert_eq!(config_err.trim_end().lines().count(), 1, "{config_err}");
+        assert!(config_err.contains("DIR/.devcontainer.json: "), "{config_err}");
+        let (code, up_err, _) = run_on("up", body.as_bytes());
+        assert_eq!(code, 2, "up exits 2 on {body}: {up_err}");
+        assert_eq!(config_err, up_err);
+    }
+}

@@ -12,6 +12,8 @@ pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
     let mut request =
         LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
     let mut loaded = config::load(&request)?;
+    // What `up` would refuse before making anything, `config` refuses too.
+    crate::plan::create::check(&loaded)?;
     if let Some(env) = room_env(&loaded) {
         request.container_env = Some(env);
         loaded = config::load(&request)?;

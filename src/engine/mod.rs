@@ -34,7 +34,7 @@ pub enum EngineError {
     NotFound { what: String },
     #[error("{action}: the engine refused ({status}): {message}")]
     Refused { action: String, status: u16, message: String },
-    #[error("{action}: {source}")]
+    #[error("{action}")]
     Other { action: String, source: BollardError },
 }
 
@@ -198,4 +198,16 @@ fn short_reason(e: &BollardError) -> String {
         source = inner;
     }
     source.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_failure_says_its_cause_once() {
+        let io = std::io::Error::other("the socket broke");
+        let err = EngineError::Other { action: "list containers".into(), source: BollardError::from(io) };
+        assert_eq!(format!("{:#}", anyhow::Error::new(err)), "list containers: the socket broke");
+    }
 }

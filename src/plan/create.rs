@@ -61,6 +61,13 @@ pub fn remote_user(loaded: &Loaded, image: &ImageFacts) -> String {
         .unwrap_or_else(|| "root".into())
 }
 
+/// What the configuration alone cannot make (a `runArgs` flag that has no
+/// place in a room, a malformed mount): refused by `config` as by `up`,
+/// which checks it before a build or pull leaves an image behind.
+pub fn check(loaded: &Loaded) -> Result<(), PlanError> {
+    plan("", "", loaded, &ImageFacts::default()).map(drop)
+}
+
 pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
     plan_with_peers(name, image, loaded, facts, None)
 }

@@ -9,7 +9,7 @@ use workroomd::room;
 pub const OVERRIDE_ENV: &str = "WORKROOM_DAEMON";
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read the daemon named by {OVERRIDE_ENV} ({path}): {source}")]
+#[error("cannot read the daemon named by {OVERRIDE_ENV} ({path})")]
 pub struct DaemonBinaryError {
     path: String,
     source: std::io::Error,
@@ -68,6 +68,14 @@ pub fn upload_tar_at(binary: &[u8], at: &str) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_daemon_override_says_the_os_error_once() {
+        let source = std::fs::read("/nonexistent/workroomd").unwrap_err();
+        let err = DaemonBinaryError { path: "/nonexistent/workroomd".into(), source };
+        let chain = format!("{:#}", anyhow::Error::new(err));
+        assert_eq!(chain.matches("No such file or directory").count(), 1, "{chain}");
+    }
 
     #[test]
     fn the_upload_tar_holds_the_daemon_executable_under_its_folders() {

@@ -162,7 +162,7 @@ async fn create_room(
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
-    create::plan(name, "", loaded, &create::ImageFacts::default())?;
+    create::check(loaded)?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let peer_setup = if options.peer {
         let user = create::remote_user(loaded, &facts);
