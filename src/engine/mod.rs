@@ -30,6 +30,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum EngineError {
     #[error("Docker didn't answer at {host} ({reason}). Is the engine running? Set DOCKER_HOST or a docker context to use another")]
     Unreachable { host: String, reason: String },
+    #[error(transparent)]
+    Address(#[from] host::HostError),
     #[error("{what} not found")]
     NotFound { what: String },
     #[error("{action}: the engine refused ({status}): {message}")]
@@ -56,7 +58,7 @@ impl Engine {
     /// context and agrees on an API version (older engines, such as 20.10,
     /// refuse bollard's newer default).
     pub async fn connect() -> Result<Engine, EngineError> {
-        let host = host::resolve(|k| std::env::var(k).ok());
+        let host = host::resolve(|k| std::env::var(k).ok())?;
         let unreachable = |reason: String| EngineError::Unreachable { host: host.clone(), reason };
         let docker = Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?;
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
