@@ -115,7 +115,19 @@ impl Engine {
 
     /// Creates a container; returns its id.
     pub async fn create_container(&self, name: &str, body: ContainerCreateBody) -> Result<String, EngineError> {
-        let options = CreateContainerOptions { name: Some(name.to_string()), ..Default::default() };
+        self.create_container_on(name, None, body).await
+    }
+
+    /// Creates a container for a `platform` (`linux/arm64`) other than the
+    /// engine's own, or its own with `None`; returns its id.
+    pub async fn create_container_on(
+        &self,
+        name: &str,
+        platform: Option<&str>,
+        body: ContainerCreateBody,
+    ) -> Result<String, EngineError> {
+        let options =
+            CreateContainerOptions { name: Some(name.to_string()), platform: platform.unwrap_or_default().to_string() };
         self.docker
             .create_container(Some(options), body)
             .await

@@ -38,8 +38,17 @@ pub fn upload_tar(binary: &[u8]) -> std::io::Result<Vec<u8>> {
 
 /// [`upload_tar`] for another absolute path (a hand-off's new binary).
 pub fn upload_tar_at(binary: &[u8], at: &str) -> std::io::Result<Vec<u8>> {
+    upload_tar_into(binary, at, "/")
+}
+
+/// A tar to unpack at the folder `into` (which holds `at`) that puts the
+/// daemon at the absolute path `at`. A read-only room takes an upload only
+/// into its volumes: there `into` is the daemon's own folder, not `/`.
+pub fn upload_tar_into(binary: &[u8], at: &str, into: &str) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
-    let path = at.trim_start_matches('/');
+    let path = std::path::Path::new(at)
+        .strip_prefix(into)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{at} is not under {into}")))?;
     let mut dirs = Vec::new();
     let mut dir = std::path::Path::new(path).parent();
     while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {

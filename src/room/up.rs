@@ -186,7 +186,9 @@ async fn create_room(
     }
     plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
     let binary = daemon::binary()?;
-    let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
+    let upload_folder = plan.upload_folder();
+    let tar = daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
+        .context("pack the daemon for upload")?;
 
     let mut volumes_before = Vec::new();
     for v in &plan.named_volumes {
@@ -201,7 +203,7 @@ async fn create_room(
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(10);
     let id = loop {
-        match engine.create_container(name, plan.body.clone()).await {
+        match engine.create_container_on(name, plan.platform.as_deref(), plan.body.clone()).await {
             Ok(id) => break id,
             Err(EngineError::Refused { status: 409, .. }) => {
                 if let Some(c) = engine.inspect_container(name).await? {
@@ -217,7 +219,7 @@ async fn create_room(
         pause = (pause * 2).min(Duration::from_millis(200));
     };
     let prepared = async {
-        engine.upload(&id, "/", tar).await.context("upload the daemon into the room")?;
+        engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
         engine.start(&id).await?;
         engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))
     }
