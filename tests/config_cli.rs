@@ -186,3 +186,14 @@ fn config_refuses_the_run_args_and_workspace_mount_that_up_refuses_with_the_same
         assert_eq!(config_err, up_err);
     }
 }
+
+#[test]
+fn a_dockerfile_that_is_a_folder_says_it_is_a_folder_not_that_it_does_not_exist() {
+    let (code, err, _) = run_on("config", br#"{"build": {"dockerfile": "."}}"#);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "workroom: DIR/.devcontainer.json: `build.dockerfile` names DIR/., which is a folder; \
+         name the Dockerfile itself, such as \"Dockerfile\""
+    );
+}

@@ -21,7 +21,8 @@ pub use discover::{find_config, CANDIDATES};
 pub use error::ConfigError;
 pub use id::{devcontainer_id, id_labels};
 pub use model::{
-    AppPort, Build, Command, DevContainer, ForwardPort, Hook, Lifecycle, Mount, PortAttributes, Source, UserEnvProbe,
+    AppPort, Build, Command, DevContainer, ForwardPort, Gpu, Hook, HostRequirements, Lifecycle, Mount, PortAttributes,
+    Source, UserEnvProbe,
 };
 pub use parse::{parse_document, Parsed};
 pub use workspace::{git_root, Workspace};

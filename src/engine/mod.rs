@@ -9,6 +9,7 @@ pub mod host;
 mod objects;
 
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
+pub use objects::HostInfo;
 
 use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect};

@@ -52,6 +52,22 @@ pub enum PlanError {
     RunArgs { config: String, problem: run_args::RunArgsError },
     #[error("{config}: `{property}`: {problem}")]
     Mount { config: String, property: String, problem: mounts::MountError },
+    /// The engine refused what these properties asked for (its message).
+    #[error("{config}: {properties}: the engine refused it: {message}; {hint}")]
+    Refused { config: String, properties: String, message: String, hint: &'static str },
+}
+
+impl PlanError {
+    /// An engine refusal of the room's create or start, naming the
+    /// properties behind it when its message lets us trace them.
+    pub fn refused(loaded: &Loaded, message: &str) -> Option<PlanError> {
+        super::blame::blame(loaded, message).map(|b| PlanError::Refused {
+            config: loaded.config_path.display().to_string(),
+            properties: b.named(),
+            message: message.to_string(),
+            hint: b.hint,
+        })
+    }
 }
 
 /// The user hooks, panes and `exec` run as: `remoteUser`, else
@@ -213,6 +229,20 @@ impl CreatePlan {
         } else {
             "/"
         }
+    }
+}
+
+/// Every GPU of the engine, as `--gpus all` asks (unless `runArgs` already
+/// asked for some).
+pub fn request_all_gpus(plan: &mut CreatePlan) {
+    let host = plan.body.host_config.get_or_insert_with(Default::default);
+    let requests = host.device_requests.get_or_insert_with(Vec::new);
+    if requests.is_empty() {
+        requests.push(bollard::models::DeviceRequest {
+            count: Some(-1),
+            capabilities: Some(vec![vec!["gpu".into()]]),
+            ..Default::default()
+        });
     }
 }
 

@@ -1,7 +1,9 @@
 //! Pure decisions: from a loaded configuration and what the engine reported
 //! to what should be done. No I/O here, so each decision is a table test.
 
+pub mod blame;
 pub mod create;
+pub mod host_requirements;
 pub mod identity;
 pub mod labels;
 pub mod mounts;

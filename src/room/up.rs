@@ -185,6 +185,7 @@ async fn create_room(
         eprintln!("warning: {name}: {w}");
     }
     plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
+    super::requirements::apply(engine, loaded, &mut plan).await;
     let binary = daemon::binary()?;
     let upload_folder = plan.upload_folder();
     let tar = daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
@@ -213,14 +214,14 @@ async fn create_room(
                     bail!("{name} is taken but cannot be inspected (another workroom creating it?); try `up` again");
                 }
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(blamed(loaded, e)),
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     };
     let prepared = async {
         engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
-        engine.start(&id).await?;
+        engine.start(&id).await.map_err(|e| blamed(loaded, e))?;
         engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))
     }
     .await;
@@ -233,6 +234,18 @@ async fn create_room(
             }
             Err(e.context(format!("{name} was not made (removed again)")))
         }
+    }
+}
+
+/// An engine refusal of the create or start, as the properties of
+/// devcontainer.json that asked for what it refused, when we can tell.
+fn blamed(loaded: &Loaded, e: EngineError) -> anyhow::Error {
+    match &e {
+        EngineError::Refused { message, .. } => match create::PlanError::refused(loaded, message) {
+            Some(named) => named.into(),
+            None => e.into(),
+        },
+        _ => e.into(),
     }
 }
 
