@@ -240,6 +240,9 @@ pub fn scan(text: &str) -> Result<Scan, TooDeep> {
                 if c == '\'' {
                     note(Json5Only::SingleQuotes, start);
                 }
+                // Only a key's text is kept (to compare with the others):
+                // a large file is mostly values.
+                let is_key = matches!(stack.last(), Some(Frame::Object { expect_key: true, .. }));
                 let mut value = String::new();
                 let mut closed = false;
                 while let Some(ch) = cur.bump() {
@@ -248,6 +251,7 @@ pub fn scan(text: &str) -> Result<Scan, TooDeep> {
                             closed = true;
                             break;
                         }
+                        _ if ch != '\\' && !is_key => {}
                         '\\' => match cur.bump() {
                             Some(e @ ('"' | '\\' | '/')) => value.push(e),
                             Some('b') => value.push('\u{8}'),
