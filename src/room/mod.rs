@@ -9,6 +9,7 @@ pub mod nested;
 pub mod peers;
 pub mod probe;
 pub mod ready;
+mod requirements;
 pub mod resolve;
 pub mod up;
 
