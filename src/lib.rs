@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod features;
 pub mod forward;
 pub mod link;
 pub mod output;
