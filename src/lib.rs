@@ -14,6 +14,7 @@ pub mod forward;
 pub mod link;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod room;
 pub mod settings;
 

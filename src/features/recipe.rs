@@ -15,10 +15,13 @@ use std::path::{Path, PathBuf};
 
 /// Bumped whenever the Dockerfile or the files change shape, so images
 /// built by an older recipe are never reused.
-pub const RECIPE_VERSION: &str = "workroom-features-1";
+pub const RECIPE_VERSION: &str = "workroom-features-2";
 
 /// Where features are copied in the image (the reference's folder).
 pub const DEST: &str = "/tmp/dev-container-features";
+
+/// The context's folder that is copied to [`DEST`] (the Dockerfile stays out).
+const CONTEXT_FOLDER: &str = "features";
 
 /// The repository derived images are tagged in.
 pub const IMAGE_REPOSITORY: &str = "workroom-features";
@@ -68,14 +71,14 @@ pub fn context(base_id: &str, users: &Users, installs: &[Install], label: &str) 
     let mut files: Vec<(String, Entry)> = vec![
         ("Dockerfile".into(), Entry::File(dockerfile.clone().into_bytes())),
         (
-            "devcontainer-features.builtin.env".into(),
+            format!("{CONTEXT_FOLDER}/devcontainer-features.builtin.env"),
             Entry::File(
                 format!("_CONTAINER_USER={}\n_REMOTE_USER={}\n", users.container_user, users.remote_user).into_bytes(),
             ),
         ),
     ];
     for install in installs {
-        let cid = &install.consecutive_id;
+        let cid = &format!("{CONTEXT_FOLDER}/{}", install.consecutive_id);
         collect(&install.folder, cid, &mut files)?;
         // Written over whatever the feature shipped under these names, as the reference does.
         files.retain(|(p, _)| {
@@ -155,30 +158,53 @@ fn pack(files: &[(String, Entry)]) -> std::io::Result<Vec<u8>> {
     tar.into_inner()
 }
 
-/// The Dockerfile: the reference's layers, on the classic builder.
+/// The Dockerfile: the reference's layers, with as few steps as the
+/// classic builder allows (each step is a container and a commit): one
+/// COPY of every feature, the builtin users' homes found in the first RUN,
+/// each feature's `containerEnv` before its RUN, and `USER` only when the
+/// image runs as someone else than root.
 pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String {
     let builtin = format!("{DEST}/devcontainer-features.builtin.env");
-    let mut d = format!(
-        "FROM {base_id}\nUSER root\nCOPY devcontainer-features.builtin.env {DEST}/\n\
-         RUN echo \"_CONTAINER_USER_HOME=$({} | cut -d: -f6)\" >> {builtin} && \\\n    \
-         echo \"_REMOTE_USER_HOME=$({} | cut -d: -f6)\" >> {builtin}\n",
+    let as_root = matches!(users.image_user.as_str(), "root" | "0" | "");
+    let mut d = format!("FROM {base_id}\n");
+    if !as_root {
+        d.push_str("USER root\n");
+    }
+    d.push_str(&format!("COPY {CONTEXT_FOLDER}/ {DEST}/\n"));
+    let homes = format!(
+        "echo \"_CONTAINER_USER_HOME=$({} | cut -d: -f6)\" >> {builtin} && \\\n    \
+         echo \"_REMOTE_USER_HOME=$({} | cut -d: -f6)\" >> {builtin} && \\\n    chmod -R 0755 {DEST} && \\\n    ",
         passwd_lookup(&users.container_user),
         passwd_lookup(&users.remote_user)
     );
-    for install in installs {
+    for (i, install) in installs.iter().enumerate() {
         let cid = &install.consecutive_id;
         if let Some(Value::Object(env)) = install.feature.get("containerEnv") {
-            for (k, v) in env {
-                d.push_str(&format!("ENV {k}=\"{}\"\n", escape_env(&js_string(v))));
-            }
+            d.push_str(&env_lines(env));
         }
+        let first = if i == 0 { homes.as_str() } else { "" };
         d.push_str(&format!(
-            "COPY {cid}/ {DEST}/{cid}/\nRUN chmod -R 0755 {DEST}/{cid} && cd {DEST}/{cid} && \
-             chmod +x ./devcontainer-features-install.sh && ./devcontainer-features-install.sh\n"
+            "RUN {first}cd {DEST}/{cid} && chmod +x ./devcontainer-features-install.sh && ./devcontainer-features-install.sh\n"
         ));
     }
-    d.push_str(&format!("USER {}\n", users.image_user));
+    if !as_root {
+        d.push_str(&format!("USER {}\n", users.image_user));
+    }
     d
+}
+
+/// A feature's `containerEnv` as `ENV`: one instruction for all its keys,
+/// unless a value refers to a variable (`${PATH}:…`), which must see the
+/// value set before it: then one per key, as the reference writes them.
+fn env_lines(env: &Map<String, Value>) -> String {
+    let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_env(&js_string(v)))).collect();
+    if pairs.is_empty() {
+        String::new()
+    } else if env.values().any(|v| js_string(v).contains('$')) {
+        pairs.iter().map(|p| format!("ENV {p}\n")).collect()
+    } else {
+        format!("ENV {}\n", pairs.join(" "))
+    }
 }
 
 /// `generateContainerEnvs`: `"` and `\` escaped for a Dockerfile `ENV`.
@@ -298,13 +324,27 @@ mod tests {
         let dir = feature_dir();
         let installs = [install(dir.path(), "hello_0", "A=\"1\""), install(dir.path(), "hello_1", "")];
         let d = dockerfile("sha256:abc", &Users { image_user: "dev".into(), ..users() }, &installs);
-        assert!(d.starts_with("FROM sha256:abc\nUSER root\n"), "{d}");
+        assert!(d.starts_with("FROM sha256:abc\nUSER root\nCOPY features/ /tmp/dev-container-features/\n"), "{d}");
         let env = d.find("ENV GREETING=\"say \\\"hi\\\"\"").unwrap();
         let first = d.find("cd /tmp/dev-container-features/hello_0 &&").unwrap();
         let second = d.find("cd /tmp/dev-container-features/hello_1 &&").unwrap();
         assert!(env < first && first < second, "{d}");
         assert!(d.ends_with("USER dev\n"), "{d}");
         assert!(d.contains("getent passwd 'dev' || grep -E '^dev|^[^:]*:[^:]*:dev:' /etc/passwd"), "{d}");
+        // The homes are found once, in the first feature's step.
+        assert_eq!(d.matches("_REMOTE_USER_HOME").count(), 1);
+        assert!(d.find("_REMOTE_USER_HOME").unwrap() < first, "{d}");
+        // A root image needs no USER switch at all.
+        let d = dockerfile("sha256:abc", &users(), &installs);
+        assert!(!d.contains("\nUSER "), "{d}");
+    }
+
+    #[test]
+    fn container_env_that_refers_to_a_variable_gets_one_env_per_key() {
+        let env = json!({ "A": "1", "B": "two words" });
+        assert_eq!(env_lines(env.as_object().unwrap()), "ENV A=\"1\" B=\"two words\"\n");
+        let env = json!({ "X": "/x", "PATH": "${X}/bin:${PATH}" });
+        assert_eq!(env_lines(env.as_object().unwrap()), "ENV X=\"/x\"\nENV PATH=\"${X}/bin:${PATH}\"\n");
     }
 
     #[test]
@@ -335,12 +375,12 @@ mod tests {
             names,
             [
                 "Dockerfile",
-                "devcontainer-features.builtin.env",
-                "hello_0/",
-                "hello_0/devcontainer-feature.json",
-                "hello_0/devcontainer-features-install.sh",
-                "hello_0/devcontainer-features.env",
-                "hello_0/install.sh",
+                "features/devcontainer-features.builtin.env",
+                "features/hello_0/",
+                "features/hello_0/devcontainer-feature.json",
+                "features/hello_0/devcontainer-features-install.sh",
+                "features/hello_0/devcontainer-features.env",
+                "features/hello_0/install.sh",
             ]
             .map(String::from)
         );

@@ -14,9 +14,10 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// What `up` does with `devcontainer-lock.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LockMode {
     /// Pin to it, and write it when the resolution differs (the default).
+    #[default]
     Write,
     /// Pin to it and refuse any difference (`--frozen-lockfile`).
     Frozen,
@@ -373,12 +374,16 @@ impl Resolver<'_> {
     async fn fetch_oci(&self, r: &OciRef, pin: Option<&str>) -> Result<(PathBuf, String), FeatureError> {
         let reference = r.to_reference();
         let pinned = pin.or(r.digest.as_deref());
+        let mut announced = false;
+        let mut downloaded = 0;
         let (manifest, digest) = match pinned.and_then(|d| self.cache.blob(d).map(|b| (b, d.to_string()))) {
             Some(hit) => hit,
             None => {
                 self.report.fetching(&reference);
+                announced = true;
                 match self.fetcher.manifest(r, pinned).await {
                     Ok((bytes, _)) => {
+                        downloaded += bytes.len();
                         let digest = digest_of(&bytes);
                         if let Some(expected) = pinned {
                             if digest != expected {
@@ -437,7 +442,10 @@ impl Resolver<'_> {
         }
         let layer_digest = layer.get("digest").and_then(Value::as_str).unwrap_or("").to_string();
         if self.cache.blob(&layer_digest).is_none() {
-            self.report.fetching(&format!("{reference} layer"));
+            if !announced {
+                self.report.fetching(&reference);
+                announced = true;
+            }
             let size = layer.get("size").and_then(Value::as_i64).unwrap_or(0);
             let bytes = self
                 .fetcher
@@ -454,7 +462,10 @@ impl Resolver<'_> {
                 });
             }
             self.cache.put_blob(&layer_digest, &bytes)?;
-            self.report.fetched(&reference, bytes.len());
+            downloaded += bytes.len();
+        }
+        if announced {
+            self.report.fetched(&reference, downloaded);
         }
         Ok((self.cache.unpacked(&layer_digest, false)?, digest))
     }

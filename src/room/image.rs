@@ -122,14 +122,14 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), Im
 /// comes without `Running in`, so it is never counted: those images were
 /// there before and are not ours to remove.
 #[derive(Debug, Default)]
-struct BuildSteps {
+pub(super) struct BuildSteps {
     partial: String,
     ran: bool,
-    images: Vec<String>,
+    pub(super) images: Vec<String>,
 }
 
 impl BuildSteps {
-    fn feed(&mut self, text: &str) {
+    pub(super) fn feed(&mut self, text: &str) {
         self.partial.push_str(text);
         while let Some(pos) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=pos).collect();
@@ -152,7 +152,7 @@ impl BuildSteps {
 /// cache); a refused `up` must leave no image behind, so they go, newest
 /// first (each is the parent of the next). Failures are ignored: an image
 /// another build has since used as its parent stays, which is right.
-async fn remove_made(engine: &Engine, images: &[String]) {
+pub(super) async fn remove_made(engine: &Engine, images: &[String]) {
     for id in images.iter().rev() {
         let options = bollard::query_parameters::RemoveImageOptions { force: false, noprune: false, platforms: None };
         let _ = engine.docker().remove_image(id, Some(options), None).await;
@@ -176,7 +176,7 @@ fn context_tar(build: &Build) -> std::io::Result<(Vec<u8>, String)> {
     Ok((tar.into_inner()?, dockerfile))
 }
 
-fn root_cause(e: &dyn std::error::Error) -> String {
+pub(super) fn root_cause(e: &dyn std::error::Error) -> String {
     let mut source = e;
     while let Some(inner) = source.source() {
         source = inner;

@@ -36,6 +36,8 @@ pub struct UpOptions {
     pub name: Option<String>,
     /// Nested containers and the network (settings).
     pub shape: crate::plan::nested::RoomShape,
+    /// `--frozen-lockfile` / `--no-lockfile`.
+    pub lock: crate::features::LockMode,
 }
 
 #[derive(Debug, Clone)]
@@ -164,6 +166,7 @@ async fn create_room(
     // The plan is pure; the image facts only shape the program and the user.
     create::plan(name, "", loaded, &create::ImageFacts::default())?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
+    let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock).await?;
     let peer_setup = if options.peer {
         let user = create::remote_user(loaded, &facts);
         let update_uid = loaded.model.update_remote_user_uid.unwrap_or(true);
