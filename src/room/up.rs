@@ -123,7 +123,9 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.
     let mode = loaded.model.user_env_probe.unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
-    let probed = super::probe::probe(&link, &remote_user, mode, &ctx.cwd).await;
+    let probed = super::probe::probe(&link, &remote_user, mode, &ctx.cwd)
+        .await
+        .map(|env| super::probe::with_container_path(env, container_env.get("PATH"), &remote_user));
     if let Some(probed) = &probed {
         ctx.env = probed.clone().into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
