@@ -331,7 +331,7 @@ fn a_local_feature_and_a_tarball_over_http_install_with_progress_on_a_terminal()
     );
     term.expect("fetching", UP_GUARD);
     term.expect("installing ./local-options", UP_GUARD);
-    term.expect("[options] options: greeting hi", UP_GUARD);
+    term.expect("[local-options] options: greeting hi", UP_GUARD);
     let summary = term.expect(" in ", UP_GUARD);
     assert!(summary.contains("features: 2 installed into workroom-features:"), "{summary}");
     assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());

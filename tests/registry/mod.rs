@@ -183,12 +183,17 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// The reference CLI's entry point, unpacked once per test binary from
-/// `../shared/peers` (beside the repository, as in CI).
+/// `shared/peers` beside the repository (as in CI) or beside the folder of
+/// worktrees it is checked out in.
 pub fn reference_cli() -> PathBuf {
     static UNPACKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     UNPACKED
         .get_or_init(|| {
-            let peers = repo_root().join("../shared/peers");
+            let peers = ["../shared/peers", "../../shared/peers"]
+                .iter()
+                .map(|p| repo_root().join(p))
+                .find(|p| p.is_dir())
+                .unwrap_or_else(|| repo_root().join("../shared/peers"));
             let tgz = std::fs::read_dir(&peers)
                 .unwrap_or_else(|e| panic!("{}: {e} (the reference CLI is expected there)", peers.display()))
                 .filter_map(|e| e.ok().map(|e| e.path()))
