@@ -110,3 +110,49 @@ impl Task {
         }
     }
 }
+
+/// A pull's layers, one line each: the engine's status for it (`Downloading`
+/// with bytes, `Extracting`, `Pull complete`, `Already exists`).
+#[derive(Default)]
+pub struct Layers {
+    tasks: Vec<(String, Option<Task>)>,
+}
+
+impl Layers {
+    pub fn update(&mut self, progress: &Progress, id: &str, status: &str, current: Option<i64>, total: Option<i64>) {
+        // The first lines name the tag or the digest, not a layer.
+        if status.starts_with("Pulling from") || status.starts_with("Digest:") || status.starts_with("Status:") {
+            return;
+        }
+        let at = match self.tasks.iter().position(|(l, _)| l == id) {
+            Some(at) => at,
+            None => {
+                self.tasks.push((id.to_string(), Some(progress.task(format!("layer {id}")))));
+                self.tasks.len() - 1
+            }
+        };
+        let done = status == "Pull complete" || status == "Already exists";
+        let slot = &mut self.tasks[at].1;
+        match (done, slot.take()) {
+            (true, Some(task)) => task.finish(&status.to_lowercase()),
+            (false, Some(task)) => {
+                let bytes = match (current, total) {
+                    (Some(c), Some(t)) if t > 0 => format!(" {} / {} KiB", c / 1024, t / 1024),
+                    _ => String::new(),
+                };
+                task.message(&format!("{status}{bytes}"));
+                *slot = Some(task);
+            }
+            (_, None) => {}
+        }
+    }
+
+    /// Ends the lines the engine never said were complete.
+    pub fn finish_all(&mut self) {
+        for (_, task) in &mut self.tasks {
+            if let Some(task) = task.take() {
+                task.finish("done");
+            }
+        }
+    }
+}

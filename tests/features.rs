@@ -416,3 +416,24 @@ impl Drop for ImageGuard {
         }
     }
 }
+
+#[test]
+fn a_base_image_pull_shows_a_line_per_layer_then_a_summary_on_a_terminal() {
+    // The engine pulls from the test's registry (localhost is insecure-allowed).
+    let registry = Registry::start();
+    let ws = FeatureWorkspace::new(json!({}));
+    let image = format!("{}/wr/busybox-{}:1", registry.host(), ws.unique());
+    docker_ok(&["tag", BUSYBOX, &image]);
+    let pushed = docker(&["push", &image]);
+    let _image = ImageGuard(image.clone());
+    assert!(pushed.status.success(), "docker push: {}", stderr(&pushed));
+    docker_ok(&["rmi", &image]);
+    ws.rewrite(json!({ "image": image }));
+
+    let mut term = pty::Term::spawn(workroom_bin(), &["up", "--workspace-folder", &ws.folder()], 30, 120);
+    term.expect(&format!("pulling {image}"), UP_GUARD);
+    term.expect("layer ", UP_GUARD);
+    term.expect(&format!("pulled {image} in "), UP_GUARD);
+    assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());
+    assert!(term.all().contains("✓ layer "), "{}", term.all());
+}

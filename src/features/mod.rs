@@ -68,9 +68,9 @@ pub fn entries(resolved: &Resolved) -> Vec<Value> {
 /// or writing the lockfile (it pins, as for `up`): for `workroom config
 /// --include-merged-configuration`. Fetches what the cache lacks. An empty
 /// list when the config has no features.
-pub async fn metadata_entries(loaded: &Loaded, report: &dyn Report) -> Result<Vec<Value>, FeatureError> {
+pub async fn metadata_entries(loaded: &Loaded, cache: &Cache, report: &dyn Report) -> Result<Vec<Value>, FeatureError> {
     let fetcher = Fetcher::default();
-    let resolved = resolve(loaded, LockMode::ReadOnly, &Cache::user(), &fetcher, report).await?;
+    let resolved = resolve(loaded, LockMode::ReadOnly, cache, &fetcher, report).await?;
     Ok(resolved.as_ref().map(entries).unwrap_or_default())
 }
 
@@ -80,7 +80,7 @@ pub fn metadata_entries_blocking(loaded: &Loaded) -> Result<Vec<Value>, FeatureE
         .enable_all()
         .build()
         .map_err(|source| FeatureError::Cache { path: Cache::user().root().to_path_buf(), source })?;
-    runtime.block_on(metadata_entries(loaded, &StderrWarnings))
+    runtime.block_on(metadata_entries(loaded, &Cache::user(), &StderrWarnings))
 }
 
 /// What each feature's install needs, in order: its folder, its env file,
@@ -118,4 +118,40 @@ pub fn users(base_entries: &[Value], loaded: &Loaded, image_user: Option<&str>) 
         last("containerUser", loaded.model.container_user.as_ref()).unwrap_or_else(|| image_user.clone());
     let remote_user = last("remoteUser", loaded.model.remote_user.as_ref()).unwrap_or_else(|| container_user.clone());
     recipe::Users { image_user, container_user, remote_user }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load, LoadRequest};
+
+    #[test]
+    fn metadata_entries_come_without_a_build_in_install_order_and_write_no_lockfile() {
+        let dir = tempfile::tempdir().unwrap();
+        let config_dir = dir.path().join(".devcontainer");
+        for (id, extra) in [("svc", r#", "entrypoint": "/start.sh", "capAdd": ["SYS_PTRACE"]"#), ("tool", "")] {
+            let folder = config_dir.join(id);
+            std::fs::create_dir_all(&folder).unwrap();
+            let json = format!(r#"{{ "id": "{id}", "version": "1.0.0", "containerEnv": {{ "X": "1" }}{extra} }}"#);
+            std::fs::write(folder.join("devcontainer-feature.json"), json).unwrap();
+            std::fs::write(folder.join("install.sh"), "#!/bin/sh\n").unwrap();
+        }
+        std::fs::write(
+            config_dir.join("devcontainer.json"),
+            r#"{ "image": "x", "features": { "./tool": {}, "./svc": {} }, "overrideFeatureInstallOrder": ["./svc"] }"#,
+        )
+        .unwrap();
+        let loaded = load(&LoadRequest::new(dir.path(), None)).unwrap();
+        let cache = Cache::at(dir.path().join("cache"));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let entries = runtime.block_on(metadata_entries(&loaded, &cache, &StderrWarnings)).unwrap();
+        assert_eq!(
+            entries,
+            vec![
+                serde_json::json!({ "id": "./svc", "capAdd": ["SYS_PTRACE"], "entrypoint": "/start.sh" }),
+                serde_json::json!({ "id": "./tool" }),
+            ]
+        );
+        assert!(!config_dir.join("devcontainer-lock.json").exists());
+    }
 }

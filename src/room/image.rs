@@ -57,7 +57,9 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
 }
 
 async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageError> {
-    eprintln!("pulling {image}");
+    let progress = crate::progress::Progress::stderr();
+    let mut layers = crate::progress::Layers::default();
+    progress.println(&format!("pulling {image}"));
     let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
     let mut stream = engine.docker().create_image(Some(options), None, None);
     while let Some(item) = stream.next().await {
@@ -66,12 +68,19 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
                 if let Some(e) = info.error_detail.and_then(|d| d.message) {
                     return Err(ImageError::Missing { image: image.into(), reason: e, config: config.into() });
                 }
+                let detail = info.progress_detail.as_ref();
+                let (current, total) = (detail.and_then(|d| d.current), detail.and_then(|d| d.total));
+                if let (Some(id), Some(status)) = (info.id.as_deref(), info.status.as_deref()) {
+                    layers.update(&progress, id, status, current, total);
+                }
             }
             Err(e) => {
                 return Err(ImageError::Missing { image: image.into(), reason: root_cause(&e), config: config.into() })
             }
         }
     }
+    layers.finish_all();
+    progress.summary(&format!("pulled {image}"));
     Ok(())
 }
 
