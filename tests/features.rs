@@ -407,13 +407,21 @@ fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config
     assert_eq!(ours.label_entries(), feature_entries);
 }
 
+/// Removes an image the test made (or had the reference make), with the
+/// test's containers made from it.
 struct ImageGuard(String);
 
 impl Drop for ImageGuard {
     fn drop(&mut self) {
-        if !self.0.is_empty() {
-            let _ = docker(&["rmi", &self.0]);
+        if self.0.is_empty() {
+            return;
         }
+        let users =
+            docker_ok(&["ps", "-aq", "--filter", &format!("ancestor={}", self.0), "--filter", "label=workroom.test"]);
+        for id in users.lines() {
+            remove_container(id);
+        }
+        let _ = docker(&["rmi", &self.0]);
     }
 }
 
@@ -422,10 +430,16 @@ fn a_base_image_pull_shows_a_line_per_layer_then_a_summary_on_a_terminal() {
     // The engine pulls from the test's registry (localhost is insecure-allowed).
     let registry = Registry::start();
     let ws = FeatureWorkspace::new(json!({}));
+    // A layer of its own, so the engine has something to download (a pull
+    // of layers it holds already says nothing about them).
     let image = format!("{}/wr/busybox-{}:1", registry.host(), ws.unique());
-    docker_ok(&["tag", BUSYBOX, &image]);
-    let pushed = docker(&["push", &image]);
     let _image = ImageGuard(image.clone());
+    let mut build = std::process::Command::new("docker");
+    build.args(["build", "-q", "-t", &image, "-"]).env("DOCKER_BUILDKIT", "0");
+    let dockerfile = format!("FROM {BUSYBOX}\nRUN echo {} > /unique\nLABEL workroom.test=1\n", ws.unique());
+    let built = output_within(build, Some(dockerfile.as_bytes()));
+    assert!(built.status.success(), "docker build: {}", stderr(&built));
+    let pushed = docker(&["push", &image]);
     assert!(pushed.status.success(), "docker push: {}", stderr(&pushed));
     docker_ok(&["rmi", &image]);
     ws.rewrite(json!({ "image": image }));
