@@ -451,3 +451,45 @@ fn a_base_image_pull_shows_a_line_per_layer_then_a_summary_on_a_terminal() {
     assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());
     assert!(term.all().contains("✓ layer "), "{}", term.all());
 }
+
+#[test]
+fn two_ups_of_the_same_features_at_once_build_the_image_once() {
+    // Two workspaces with the same local feature and one cache: the same key.
+    let mark = format!("wr-race-{}", std::process::id());
+    let make = || {
+        let ws = FeatureWorkspace::new(json!({ "image": DEBIAN, "features": { "./race": {} } }));
+        let folder = ws.config_dir().join("race");
+        std::fs::create_dir_all(&folder).unwrap();
+        let json = format!(r#"{{ "id": "race", "version": "1.0.0", "containerEnv": {{ "WR_RACE": "{mark}" }} }}"#);
+        std::fs::write(folder.join("devcontainer-feature.json"), json).unwrap();
+        std::fs::write(folder.join("install.sh"), "#!/bin/sh\necho racing\n").unwrap();
+        ws
+    };
+    let (a, mut b) = (make(), make());
+    let cache = a.env.iter().find(|(k, _)| k == "XDG_CACHE_HOME").unwrap().clone();
+    b.ws.env.retain(|(k, _)| k != "XDG_CACHE_HOME");
+    b.ws.env.push(cache);
+    let (up_a, up_b) = (a.ws.command(&["up"]), b.ws.command(&["up"]));
+    let ta = std::thread::spawn(move || output_within_guard(up_a, None, UP_GUARD));
+    let tb = std::thread::spawn(move || output_within_guard(up_b, None, UP_GUARD));
+    let (out_a, out_b) = (ta.join().unwrap(), tb.join().unwrap());
+    assert!(out_a.status.success(), "{}", stderr(&out_a));
+    assert!(out_b.status.success(), "{}", stderr(&out_b));
+    a.images.borrow_mut().push(a.room_image());
+    let builds = [&out_a, &out_b].iter().filter(|o| stderr(o).contains("installing ./race")).count();
+    assert_eq!(builds, 1, "a:\n{}\nb:\n{}", stderr(&out_a), stderr(&out_b));
+    assert_eq!(a.image_id(), b.image_id());
+    // No second image of the same content left dangling.
+    let env = format!("WR_RACE={mark}");
+    let images = docker_ok(&["images", "-q", "--no-trunc"]);
+    let holding: Vec<&str> = images
+        .lines()
+        .filter(|id| {
+            docker(&["image", "inspect", id, "--format", "{{json .Config.Env}}"])
+                .stdout
+                .windows(env.len())
+                .any(|w| w == env.as_bytes())
+        })
+        .collect();
+    assert_eq!(holding.len(), 1, "{holding:?}");
+}

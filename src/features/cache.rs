@@ -99,6 +99,27 @@ impl Cache {
         std::fs::read_to_string(self.ref_path(name)).ok().filter(|d| hex_of(d).is_some())
     }
 
+    /// Holds the lock of one derived image's key until dropped: two `up`s of
+    /// the same config build it once (the second finds the first's image)
+    /// instead of both building and leaving the loser's image dangling.
+    pub async fn lock(&self, key: &str) -> Result<nix::fcntl::Flock<std::fs::File>, FeatureError> {
+        let dir = self.root.join("locks");
+        std::fs::create_dir_all(&dir).map_err(self.err(&dir))?;
+        let path = dir.join(format!("{}.lock", &key[..key.len().min(64)]));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(self.err(&path))?;
+        // flock blocks; off the runtime's thread, which drives the progress.
+        let locked =
+            tokio::task::spawn_blocking(move || nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive))
+                .await
+                .map_err(|e| FeatureError::Cache { path: path.clone(), source: std::io::Error::other(e) })?;
+        locked.map_err(|(_, errno)| FeatureError::Cache { path, source: std::io::Error::from(errno) })
+    }
+
     /// The unpacked folder of a cached layer or tarball (gzip or plain
     /// tar), made on first use. `skip_dotfiles`: a direct tarball's
     /// `./.*` entries are left out, as the reference does.

@@ -88,6 +88,7 @@ pub async fn extend(
     let installs = features::installs(&resolved);
     let context = recipe::context(&base_id, &users, &installs, &label).map_err(DerivedImageError::Context)?;
     let tag = context.tag();
+    let _building = cache.lock(&context.key).await?;
     let downloads = *report.fetched.lock().map_err(|_| DerivedImageError::Build { reason: "poisoned".into() })?;
     if let Some(found) = engine.inspect_image(&tag).await? {
         if downloads > 0 || progress.is_terminal() {
