@@ -51,7 +51,7 @@ impl Progress {
                 None
             }
         };
-        Task { bar, label, started: Instant::now() }
+        Task { bar, multi: self.multi.clone(), started: Instant::now() }
     }
 
     /// A line printed above the bars (or plainly).
@@ -76,7 +76,7 @@ fn seconds(d: Duration) -> String {
 
 pub struct Task {
     bar: Option<ProgressBar>,
-    label: String,
+    multi: Option<MultiProgress>,
     started: Instant,
 }
 
@@ -89,24 +89,26 @@ impl Task {
         }
     }
 
-    /// Done: a ✓ line with the time taken.
+    /// Done: a ✓ line saying `text`, with the time taken.
     pub fn finish(self, text: &str) {
         self.end('✓', text);
     }
 
-    /// Failed: a ✗ line.
+    /// Failed: a ✗ line saying `text`.
     pub fn fail(self, text: &str) {
         self.end('✗', text);
     }
 
     fn end(self, mark: char, text: &str) {
-        let line = format!("{} {} ({})", self.label, text, seconds(self.started.elapsed()));
-        match &self.bar {
-            Some(bar) => {
-                bar.set_style(ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
-                bar.finish_with_message(format!("{mark} {line}"));
+        let line = format!("{text} ({})", seconds(self.started.elapsed()));
+        match (&self.bar, &self.multi) {
+            // The bar goes; its outcome stays as a line above the live ones
+            // (a finished bar left in place is redrawn over by what follows).
+            (Some(bar), Some(multi)) => {
+                bar.finish_and_clear();
+                let _ = multi.println(format!("{mark} {line}"));
             }
-            None => eprintln!("{line}"),
+            _ => eprintln!("{line}"),
         }
     }
 }
@@ -134,7 +136,7 @@ impl Layers {
         let done = status == "Pull complete" || status == "Already exists";
         let slot = &mut self.tasks[at].1;
         match (done, slot.take()) {
-            (true, Some(task)) => task.finish(&status.to_lowercase()),
+            (true, Some(task)) => task.finish(&format!("layer {id}: {}", status.to_lowercase())),
             (false, Some(task)) => {
                 let bytes = match (current, total) {
                     (Some(c), Some(t)) if t > 0 => format!(" {} / {} KiB", c / 1024, t / 1024),
@@ -151,7 +153,7 @@ impl Layers {
     pub fn finish_all(&mut self) {
         for (_, task) in &mut self.tasks {
             if let Some(task) = task.take() {
-                task.finish("done");
+                task.finish("layer pulled");
             }
         }
     }

@@ -335,7 +335,7 @@ fn a_local_feature_and_a_tarball_over_http_install_with_progress_on_a_terminal()
     let summary = term.expect(" in ", UP_GUARD);
     assert!(summary.contains("features: 2 installed into workroom-features:"), "{summary}");
     assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());
-    assert!(term.all().contains("✓ installing"), "{}", term.all());
+    assert!(term.all().contains("✓ installed ./local-options ("), "{}", term.all());
     ws.images.borrow_mut().push(ws.room_image());
 
     // The string is the version shorthand; the tarball's env reached exec.
@@ -450,6 +450,7 @@ fn a_base_image_pull_shows_a_line_per_layer_then_a_summary_on_a_terminal() {
     term.expect(&format!("pulled {image} in "), UP_GUARD);
     assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());
     assert!(term.all().contains("✓ layer "), "{}", term.all());
+    assert!(term.all().contains(": pull complete ("), "{}", term.all());
 }
 
 #[test]

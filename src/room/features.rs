@@ -148,8 +148,8 @@ async fn build(
                         || step.contains(&format!("{}/{} ", recipe::DEST, i.consecutive_id))
                 });
                 if owner != current.as_ref().map(|(i, _)| *i) {
-                    if let Some((_, task)) = current.take() {
-                        task.finish("installed");
+                    if let Some((i, task)) = current.take() {
+                        task.finish(&format!("installed {}", resolved.features[i].user_id));
                     }
                     current = owner.map(|i| (i, progress.task(format!("installing {}", resolved.features[i].user_id))));
                 }
@@ -170,15 +170,15 @@ async fn build(
         }
     };
     let Some(reason) = failure else {
-        if let Some((_, task)) = current.take() {
-            task.finish("installed");
+        if let Some((i, task)) = current.take() {
+            task.finish(&format!("installed {}", resolved.features[i].user_id));
         }
         return Ok(());
     };
     remove_made(engine, &made.images).await;
     match current {
         Some((i, task)) => {
-            task.fail("failed");
+            task.fail(&format!("{} failed", resolved.features[i].user_id));
             let code = reason.rsplit("non-zero code: ").next().filter(|c| c.chars().all(|c| c.is_ascii_digit()));
             Err(DerivedImageError::Install {
                 feature: resolved.features[i].user_id.clone(),
@@ -240,7 +240,7 @@ impl Report for FetchReport<'_> {
             *n += 1;
         }
         if let Some(task) = self.tasks.lock().ok().and_then(|mut t| t.remove(what)) {
-            task.finish(&format!("{} KiB", bytes.div_ceil(1024)));
+            task.finish(&format!("fetched {what}, {} KiB", bytes.div_ceil(1024)));
         }
     }
 
