@@ -112,8 +112,6 @@ fn chain(e: &dyn std::error::Error) -> String {
 #[derive(Default)]
 pub struct Fetcher {
     clients: Mutex<HashMap<String, (Client, RegistryAuth)>>,
-    /// Requests made, for the progress summary.
-    pub requests: std::sync::atomic::AtomicUsize,
 }
 
 impl Fetcher {
@@ -143,7 +141,6 @@ impl Fetcher {
         F: Fn(Client, RegistryAuth) -> Fut,
         Fut: std::future::Future<Output = Result<T, OciDistributionError>>,
     {
-        self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let known = self.clients.lock().ok().and_then(|c| c.get(&r.registry).cloned());
         let (client, auth) = known.clone().unwrap_or_else(|| (Self::client(r), RegistryAuth::Anonymous));
         match op(client.clone(), auth.clone()).await.map_err(classify_oci) {
@@ -207,7 +204,6 @@ impl Fetcher {
     /// A direct tarball. `https://localhost…` is fetched over plain HTTP, as
     /// the reference does; GitHub URLs carry `GITHUB_TOKEN` when it is set.
     pub async fn tarball(&self, url: &str) -> Result<Vec<u8>, FetchError> {
-        self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         install_crypto();
         let mut parsed = reqwest::Url::parse(url).map_err(|e| FetchError::Other(e.to_string()))?;
         if parsed.host_str() == Some("localhost") {

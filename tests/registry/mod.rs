@@ -202,11 +202,17 @@ pub fn reference_cli() -> PathBuf {
                     name.starts_with("devcontainers-cli-") && name.ends_with(".tgz")
                 })
                 .unwrap_or_else(|| panic!("no devcontainers-cli-*.tgz in {}", peers.display()));
-            // Kept for the whole run (a static cannot drop its TempDir): under
-            // the system temp folder, named so leftovers are recognisable.
-            let dir = tempfile::Builder::new().prefix("wr-test-refcli-").tempdir().unwrap().keep();
-            let out = Command::new("tar").arg("-xzf").arg(&tgz).arg("-C").arg(&dir).output().unwrap();
-            assert!(out.status.success(), "unpack {}: {}", tgz.display(), stderr(&out));
+            // Unpacked once into cargo's test scratch folder (target/tmp), named
+            // after the tarball, so runs reuse it and nothing lands in /tmp.
+            let name = tgz.file_stem().unwrap().to_string_lossy().into_owned();
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&name);
+            if !dir.join("package/devcontainer.js").is_file() {
+                let staging = tempfile::Builder::new().prefix(&name).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+                let out = Command::new("tar").arg("-xzf").arg(&tgz).arg("-C").arg(staging.path()).output().unwrap();
+                assert!(out.status.success(), "unpack {}: {}", tgz.display(), stderr(&out));
+                // Another test binary may have won the race: theirs is the same.
+                let _ = std::fs::rename(staging.path(), &dir);
+            }
             dir.join("package/devcontainer.js")
         })
         .clone()
