@@ -353,6 +353,33 @@ fn a_local_feature_and_a_tarball_over_http_install_with_progress_on_a_terminal()
     let out = ws.up(&[], &[]);
     assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), hits, "fetched again");
     assert!(!stderr(&out).contains('\u{1b}'), "no escape codes off a terminal: {}", stderr(&out));
+
+    // --no-lockfile neither reads the lockfile (so the URL is asked again)
+    // nor writes it.
+    let lockfile = ws.config_dir().join("devcontainer-lock.json");
+    let locked = std::fs::read_to_string(&lockfile).unwrap();
+    std::fs::remove_file(&lockfile).unwrap();
+    assert!(ws.workroom(&["down"]).status.success());
+    ws.up(&["--no-lockfile"], &[]);
+    assert!(!lockfile.exists(), "--no-lockfile wrote the lockfile");
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), hits + 1);
+
+    // A pinned digest is checked: a lockfile naming other content refuses
+    // the tarball (with a cache of its own, so the tarball is fetched).
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let digest =
+        serde_json::from_str::<Value>(&locked).unwrap()["features"][&url]["integrity"].as_str().unwrap().to_string();
+    std::fs::write(&lockfile, locked.replace(&digest, &wrong)).unwrap();
+    assert!(ws.workroom(&["down"]).status.success());
+    let fresh = tempfile::tempdir().unwrap();
+    let out = ws.run(&["up"], &[("XDG_CACHE_HOME", &fresh.path().display().to_string())]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{url}: the content's digest is {digest}, not the {wrong} the lockfile names")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(ws.containers().is_empty());
 }
 
 #[test]
