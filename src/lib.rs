@@ -9,10 +9,12 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod features;
 pub mod forward;
 pub mod link;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod room;
 pub mod settings;
 

@@ -53,8 +53,8 @@ fn a_non_string_env_value_names_the_variable() {
 }
 
 #[test]
-fn features_are_refused_as_not_supported_yet() {
-    refused_with("features", &["`features` is not supported yet"]);
+fn feature_options_of_a_wrong_type_name_the_feature() {
+    refused_with("wrong-type-feature-options", &["`features[\"./local-feature\"]` must be an object of options"]);
 }
 
 #[test]

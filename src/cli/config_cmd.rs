@@ -79,8 +79,12 @@ async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<Room
         format!("image {image} is not present, so its metadata cannot be merged; `workroom up` pulls or builds it")
     })?;
     let label = crate::room::image::facts(&found).metadata;
-    // Features resolved but not yet built add their entries here.
-    Ok(metadata::for_new_room(loaded, &image, label.as_deref(), &[]))
+    // Features are resolved (from the cache when it holds them) but not
+    // built: their entries come between the image's and the file's.
+    let features =
+        crate::features::metadata_entries(loaded, &crate::features::Cache::user(), &crate::features::StderrWarnings)
+            .await?;
+    Ok(metadata::for_new_room(loaded, &image, label.as_deref(), &features))
 }
 
 fn summary(loaded: &Loaded) -> String {

@@ -89,6 +89,12 @@ pub enum Cmd {
         /// A named room (`workroom-NAME`) instead of the workspace's own.
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
+        /// Refuse to go on if devcontainer-lock.json is missing or would change.
+        #[arg(long, conflicts_with = "no_lockfile")]
+        frozen_lockfile: bool,
+        /// Neither read nor write devcontainer-lock.json.
+        #[arg(long)]
+        no_lockfile: bool,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -207,8 +213,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     runtime.block_on(async move {
         match args.command {
             Cmd::Config { .. } => unreachable!("handled above"),
-            Cmd::Up { workspace, json, recreate, skip_post_attach, peer, name } => {
-                let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name };
+            Cmd::Up { workspace, json, recreate, skip_post_attach, peer, name, frozen_lockfile, no_lockfile } => {
+                use crate::features::LockMode;
+                let lock = match (frozen_lockfile, no_lockfile) {
+                    (true, _) => LockMode::Frozen,
+                    (_, true) => LockMode::Skip,
+                    _ => LockMode::Write,
+                };
+                let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
                 up_cmd::run(&workspace, flags, peer.peer, json).await
             }
             Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,

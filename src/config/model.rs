@@ -37,6 +37,11 @@ pub struct DevContainer {
     pub wait_for: Option<Hook>,
     pub customizations: Option<Map<String, Value>>,
     pub host_requirements: Option<HostRequirements>,
+    /// `features`, as written: the user's id of each feature and its options
+    /// (an object, a string for the `version` shorthand, or a boolean).
+    /// Resolving them is `crate::features`' work.
+    pub features: Vec<(String, Value)>,
+    pub override_feature_install_order: Vec<String>,
     /// Properties we do not know; printed as warnings, since a typo such as
     /// `postCreateComand` would otherwise be silently ignored.
     pub unknown: Vec<String>,
@@ -260,6 +265,8 @@ pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, Conf
         wait_for: r.wait_for(json)?,
         customizations: r.object(json, "customizations")?.cloned(),
         host_requirements: r.host_requirements(json)?,
+        features: r.features(json)?,
+        override_feature_install_order: r.strings(json, "overrideFeatureInstallOrder")?,
         unknown: json.keys().filter(|k| !KNOWN.contains(&k.as_str())).cloned().collect(),
     })
 }
@@ -287,18 +294,6 @@ impl Reader<'_> {
 
     fn refuse_unsupported(&self, json: &Map<String, Value>) -> Result<(), ConfigError> {
         let unsupported = |property, hint| ConfigError::Unsupported { path: self.path.to_path_buf(), property, hint };
-        match json.get("features") {
-            // Many templates carry an empty `features: {}`; it asks for nothing.
-            None | Some(Value::Null) => {}
-            Some(Value::Object(map)) if map.is_empty() => {}
-            Some(Value::Object(_)) => {
-                return Err(unsupported(
-                    "features",
-                    "install the tools in the image or a Dockerfile instead, or remove `features`",
-                ))
-            }
-            Some(other) => return Err(self.type_error("features", "an object", other)),
-        }
         if json.contains_key("dockerComposeFile") {
             return Err(unsupported(
                 "dockerComposeFile",
@@ -306,6 +301,22 @@ impl Reader<'_> {
             ));
         }
         Ok(())
+    }
+
+    fn features(&self, json: &Map<String, Value>) -> Result<Vec<(String, Value)>, ConfigError> {
+        let Some(map) = self.object(json, "features")? else {
+            return Ok(Vec::new());
+        };
+        map.iter()
+            .map(|(id, options)| match options {
+                Value::Object(_) | Value::String(_) | Value::Bool(_) => Ok((id.clone(), options.clone())),
+                other => Err(self.type_error(
+                    format!("features[{id:?}]"),
+                    "an object of options, a version string or true",
+                    other,
+                )),
+            })
+            .collect()
     }
 
     fn source(&self, json: &Map<String, Value>) -> Result<Source, ConfigError> {

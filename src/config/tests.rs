@@ -138,9 +138,31 @@ fn a_wrong_type_inside_build_names_the_nested_property() {
 }
 
 #[test]
-fn features_are_refused_as_not_supported_yet() {
-    let ws = Ws::new(r#"{ "image": "debian", "features": { "ghcr.io/devcontainers/features/node:1": {} } }"#);
-    assert!(ws.err().contains("`features` is not supported yet"), "{}", ws.err());
+fn features_are_read_with_their_options_in_the_order_written() {
+    let ws = Ws::new(
+        r#"{ "image": "debian", "features": { "ghcr.io/devcontainers/features/node:1": { "version": "18" },
+            "./local": true, "ghcr.io/x/y/z": "2" }, "overrideFeatureInstallOrder": ["./local"] }"#,
+    );
+    let model = ws.load().unwrap().model;
+    let ids: Vec<&str> = model.features.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["ghcr.io/devcontainers/features/node:1", "./local", "ghcr.io/x/y/z"]);
+    assert_eq!(model.features[0].1["version"], "18");
+    assert_eq!(model.features[1].1, Value::Bool(true));
+    assert_eq!(model.override_feature_install_order, ["./local"]);
+}
+
+#[test]
+fn feature_options_of_a_wrong_type_name_the_feature() {
+    let ws = Ws::new(r#"{ "image": "debian", "features": { "./f": 5 } }"#);
+    assert!(
+        ws.err().ends_with(
+            "`features[\"./f\"]` must be an object of options, a version string or true, found the number 5"
+        ),
+        "{}",
+        ws.err()
+    );
+    let ws = Ws::new(r#"{ "image": "debian", "overrideFeatureInstallOrder": "./f" }"#);
+    assert!(ws.err().contains("`overrideFeatureInstallOrder` must be an array of strings"), "{}", ws.err());
 }
 
 #[test]

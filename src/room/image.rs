@@ -75,7 +75,9 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
 }
 
 async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageError> {
-    eprintln!("pulling {image}");
+    let progress = crate::progress::Progress::stderr();
+    let mut layers = crate::progress::Layers::default();
+    progress.println(&format!("pulling {image}"));
     let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
     let mut stream = engine.docker().create_image(Some(options), None, None);
     while let Some(item) = stream.next().await {
@@ -84,12 +86,19 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
                 if let Some(e) = info.error_detail.and_then(|d| d.message) {
                     return Err(ImageError::Missing { image: image.into(), reason: e, config: config.into() });
                 }
+                let detail = info.progress_detail.as_ref();
+                let (current, total) = (detail.and_then(|d| d.current), detail.and_then(|d| d.total));
+                if let (Some(id), Some(status)) = (info.id.as_deref(), info.status.as_deref()) {
+                    layers.update(&progress, id, status, current, total);
+                }
             }
             Err(e) => {
                 return Err(ImageError::Missing { image: image.into(), reason: root_cause(&e), config: config.into() })
             }
         }
     }
+    layers.finish_all();
+    progress.summary(&format!("pulled {image}"));
     Ok(())
 }
 
@@ -140,14 +149,14 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), Im
 /// comes without `Running in`, so it is never counted: those images were
 /// there before and are not ours to remove.
 #[derive(Debug, Default)]
-struct BuildSteps {
+pub(super) struct BuildSteps {
     partial: String,
     ran: bool,
-    images: Vec<String>,
+    pub(super) images: Vec<String>,
 }
 
 impl BuildSteps {
-    fn feed(&mut self, text: &str) {
+    pub(super) fn feed(&mut self, text: &str) {
         self.partial.push_str(text);
         while let Some(pos) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=pos).collect();
@@ -170,7 +179,7 @@ impl BuildSteps {
 /// cache); a refused `up` must leave no image behind, so they go, newest
 /// first (each is the parent of the next). Failures are ignored: an image
 /// another build has since used as its parent stays, which is right.
-async fn remove_made(engine: &Engine, images: &[String]) {
+pub(super) async fn remove_made(engine: &Engine, images: &[String]) {
     for id in images.iter().rev() {
         let options = bollard::query_parameters::RemoveImageOptions { force: false, noprune: false, platforms: None };
         let _ = engine.docker().remove_image(id, Some(options), None).await;
@@ -209,7 +218,7 @@ fn outside_name(dockerfile: &std::path::Path) -> String {
     format!(".dockerfile.{}", hex::encode(&digest[..10]))
 }
 
-fn root_cause(e: &dyn std::error::Error) -> String {
+pub(super) fn root_cause(e: &dyn std::error::Error) -> String {
     let mut source = e;
     while let Some(inner) = source.source() {
         source = inner;

@@ -2,6 +2,7 @@
 //! hooks), and finding, listing and stopping rooms.
 
 pub mod daemon;
+pub mod features;
 pub mod handoff;
 pub mod hooks;
 pub mod image;

@@ -47,6 +47,42 @@ pub fn parse(output: &[u8]) -> Option<BTreeMap<String, String>> {
     )
 }
 
+/// The reference's `mergePaths`: a login shell's profile (Debian's
+/// `/etc/profile`) resets `PATH`, dropping what the image put there (a
+/// feature's `/usr/local/go/bin`); the container's entries missing from the
+/// probed `PATH` go back in, each after the one it followed in the
+/// container's, and `sbin` folders only for root.
+pub fn merge_paths(shell: &str, container: &str, root: bool) -> String {
+    let mut result: Vec<&str> = shell.split(':').collect();
+    let mut insert_at = 0;
+    for entry in container.split(':') {
+        match result.iter().position(|e| *e == entry) {
+            Some(i) => insert_at = i + 1,
+            None => {
+                let sbin = entry.ends_with("/sbin") || entry.contains("/sbin/");
+                if root || !sbin {
+                    result.insert(insert_at, entry);
+                    insert_at += 1;
+                }
+            }
+        }
+    }
+    result.join(":")
+}
+
+/// The probed environment with the container's `PATH` merged back in.
+pub fn with_container_path(
+    mut probed: BTreeMap<String, String>,
+    container_path: Option<&String>,
+    user: &str,
+) -> BTreeMap<String, String> {
+    if let (Some(shell), Some(container)) = (probed.get("PATH"), container_path) {
+        let merged = merge_paths(shell, container, user == "root" || user == "0");
+        probed.insert("PATH".into(), merged);
+    }
+    probed
+}
+
 /// Runs the probe in the room as `user`; `None` (with a warning) when it
 /// cannot be had: the room still works, with `remoteEnv` alone.
 pub async fn probe(link: &RoomLink, user: &str, mode: UserEnvProbe, cwd: &str) -> Option<BTreeMap<String, String>> {
@@ -101,6 +137,21 @@ async fn login_shell(link: &RoomLink, user: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_that_resets_path_keeps_what_the_image_added() {
+        // Debian's /etc/profile for a user; the image (a feature) put /opt/x/bin first.
+        let shell = "/usr/local/bin:/usr/bin:/bin:/usr/games";
+        let container = "/opt/x/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        assert_eq!(merge_paths(shell, container, false), "/opt/x/bin:/usr/local/bin:/usr/bin:/bin:/usr/games");
+        assert_eq!(
+            merge_paths(shell, container, true),
+            "/opt/x/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games"
+        );
+        let probed = BTreeMap::from([("PATH".to_string(), shell.to_string())]);
+        let merged = with_container_path(probed, Some(&container.to_string()), "dev");
+        assert!(merged["PATH"].starts_with("/opt/x/bin:"));
+    }
 
     #[test]
     fn the_environment_is_read_between_the_markers_without_the_shells_own_state() {

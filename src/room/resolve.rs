@@ -33,6 +33,8 @@ pub struct UpFlags {
     pub post_attach: bool,
     /// `up --name NAME`.
     pub name: Option<String>,
+    /// `--frozen-lockfile` / `--no-lockfile`.
+    pub lock: crate::features::LockMode,
 }
 
 /// Why a command that needs a running room cannot have one.
@@ -142,6 +144,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         name: flags.name,
         shape: RoomShape { nested: settings.nested, network: settings.network },
         refuse_metadata_privileged: !settings.metadata_privileged,
+        lock: flags.lock,
     }
 }
 
@@ -186,7 +189,7 @@ mod tests {
 
     #[test]
     fn up_options_take_recreate_and_name_from_the_flags_only() {
-        let flags = UpFlags { recreate: true, post_attach: false, name: Some("n".into()) };
+        let flags = UpFlags { recreate: true, post_attach: false, name: Some("n".into()), ..Default::default() };
         let o = up_options(&settings(), flags);
         assert!(o.recreate && !o.post_attach);
         assert_eq!(o.name.as_deref(), Some("n"));

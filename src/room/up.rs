@@ -40,6 +40,8 @@ pub struct UpOptions {
     /// `privileged: true` from image or feature metadata is not applied
     /// (`[containers] metadata_privileged = false`).
     pub refuse_metadata_privileged: bool,
+    /// `--frozen-lockfile` / `--no-lockfile`.
+    pub lock: crate::features::LockMode,
 }
 
 #[derive(Debug, Clone)]
@@ -140,7 +142,9 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.
     let mode = metadata.merged.user_env_probe.unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
-    let probed = super::probe::probe(&link, &remote_user, mode, &ctx.cwd).await;
+    let probed = super::probe::probe(&link, &remote_user, mode, &ctx.cwd)
+        .await
+        .map(|env| super::probe::with_container_path(env, container_env.get("PATH"), &remote_user));
     if let Some(probed) = &probed {
         ctx.env = probed.clone().into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
@@ -184,6 +188,7 @@ async fn create_room(
     // The plan is pure; the image facts only shape the program and the user.
     create::check(loaded)?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
+    let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock).await?;
     let metadata = metadata::for_new_room(loaded, &image, facts.metadata.as_deref(), &[]);
     let peer_setup = if options.peer {
         let user = create::remote_user(&metadata.merged, &facts);

@@ -1,0 +1,126 @@
+//! The `devcontainer.metadata` entries features contribute, in the label
+//! format the reference writes (`getDevcontainerMetadata`): per feature its
+//! id as the user wrote it, then the subset of devcontainer-feature.json the
+//! reference records. `containerEnv` is not among them: it is baked into the
+//! image as `ENV`. Pure.
+
+use serde_json::{Map, Value};
+
+/// The label the reference CLI and editors read.
+pub const LABEL: &str = "devcontainer.metadata";
+
+/// The reference's `pickFeatureProperties`, in its order.
+const PICKED: &[&str] = &[
+    "onCreateCommand",
+    "updateContentCommand",
+    "postCreateCommand",
+    "postStartCommand",
+    "postAttachCommand",
+    "init",
+    "privileged",
+    "capAdd",
+    "securityOpt",
+    "entrypoint",
+    "mounts",
+    "customizations",
+];
+
+/// One feature's entry: `{"id": <user id>, ...picked properties}`.
+pub fn entry(user_id: &str, feature: &Map<String, Value>) -> Value {
+    let feature = with_old_properties_moved(feature);
+    let mut out = Map::new();
+    out.insert("id".into(), Value::String(user_id.to_string()));
+    for key in PICKED {
+        if let Some(v) = feature.get(*key) {
+            out.insert((*key).to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The reference's `updateFromOldProperties` for features: top-level
+/// `extensions` and `settings` move under `customizations.vscode`.
+fn with_old_properties_moved(feature: &Map<String, Value>) -> Map<String, Value> {
+    let truthy = |v: Option<&Value>| !matches!(v, None | Some(Value::Null) | Some(Value::Bool(false)));
+    if !truthy(feature.get("extensions")) && !truthy(feature.get("settings")) {
+        return feature.clone();
+    }
+    let mut copy = feature.clone();
+    let extensions = copy.shift_remove("extensions").filter(|v| truthy(Some(v)));
+    let settings = copy.shift_remove("settings").filter(|v| truthy(Some(v)));
+    let customizations = copy.entry("customizations").or_insert_with(|| Value::Object(Map::new()));
+    let Some(customizations) = customizations.as_object_mut() else { return copy };
+    let vscode = customizations.entry("vscode").or_insert_with(|| Value::Object(Map::new()));
+    let Some(vscode) = vscode.as_object_mut() else { return copy };
+    if let Some(ext) = extensions {
+        let mut all = vscode.get("extensions").and_then(Value::as_array).cloned().unwrap_or_default();
+        match ext {
+            Value::Array(items) => all.extend(items),
+            other => all.push(other),
+        }
+        vscode.insert("extensions".into(), Value::Array(all));
+    }
+    if let Some(Value::Object(old)) = settings {
+        let mut merged = old;
+        if let Some(Value::Object(newer)) = vscode.get("settings") {
+            merged.extend(newer.clone());
+        }
+        vscode.insert("settings".into(), Value::Object(merged));
+    }
+    copy
+}
+
+/// The entries of an image's label: an array, or one object; anything else
+/// is no entries (the reference logs it and goes on).
+pub fn parse_label(label: Option<&str>) -> Vec<Value> {
+    match label.and_then(|l| serde_json::from_str::<Value>(l).ok()) {
+        Some(Value::Array(items)) => items,
+        Some(obj @ Value::Object(_)) => vec![obj],
+        _ => Vec::new(),
+    }
+}
+
+/// The label's value as the reference's Dockerfile `LABEL` line leaves it:
+/// `[ {…}, {…} ]` (its line continuations gone).
+pub fn label_value(entries: &[Value]) -> String {
+    let items: Vec<String> =
+        entries.iter().map(|e| format!(" {}", serde_json::to_string(e).unwrap_or_default())).collect();
+    format!("[{} ]", items.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_feature_entry_keeps_the_id_as_written_and_the_reference_subset() {
+        let feature = json!({
+            "id": "hello", "version": "1.0.0", "name": "Hello", "options": {},
+            "containerEnv": { "A": "1" }, "entrypoint": "/usr/local/bin/start", "privileged": true,
+            "capAdd": ["SYS_PTRACE"], "postStartCommand": "echo hi", "mounts": [{ "type": "volume", "source": "v", "target": "/v" }],
+            "dependsOn": {}, "installsAfter": []
+        });
+        let e = entry("localhost:5000/wr/hello:1", feature.as_object().unwrap());
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"id":"localhost:5000/wr/hello:1","postStartCommand":"echo hi","privileged":true,"capAdd":["SYS_PTRACE"],"entrypoint":"/usr/local/bin/start","mounts":[{"type":"volume","source":"v","target":"/v"}]}"#
+        );
+    }
+
+    #[test]
+    fn old_vscode_properties_move_under_customizations() {
+        let feature = json!({ "id": "x", "extensions": ["a.b"], "settings": { "s": 1 } });
+        let e = entry("./x", feature.as_object().unwrap());
+        assert_eq!(e["customizations"], json!({ "vscode": { "extensions": ["a.b"], "settings": { "s": 1 } } }));
+    }
+
+    #[test]
+    fn the_label_is_written_as_the_reference_writes_it() {
+        let entries = vec![json!({"remoteUser": "dev"}), json!({"id": "./x"})];
+        assert_eq!(label_value(&entries), r#"[ {"remoteUser":"dev"}, {"id":"./x"} ]"#);
+        assert_eq!(parse_label(Some(&label_value(&entries))), entries);
+        assert_eq!(parse_label(Some(r#"{"a":1}"#)), vec![json!({"a": 1})]);
+        assert!(parse_label(Some("nope")).is_empty() && parse_label(None).is_empty());
+    }
+}

@@ -1,0 +1,523 @@
+//! Dev Container Features against a real registry and the real engine:
+//! fixture features (fixtures/features/src) published with the reference
+//! CLI into Debian's docker-registry on localhost, fetched, ordered,
+//! validated, installed into a derived image, cached (a second `up` asks
+//! the registry nothing and builds nothing; a stopped registry does not
+//! matter), locked, refused when they must be, and compared with what the
+//! reference CLI installs from the same config.
+//!
+//! Each test has its own registry and feature cache (`XDG_CACHE_HOME`),
+//! so their requests and images are theirs alone; derived images are
+//! removed at the end.
+
+mod common;
+mod pty;
+mod registry;
+
+use common::*;
+use registry::{copy_dir, FileServer, Registry};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Long enough for a cold `up` with a few feature installs on a loaded
+/// two-core machine (each install is a container and a commit).
+const UP_GUARD: Duration = Duration::from_secs(400);
+
+/// A workspace with its own feature cache; the images its rooms were made
+/// from are removed on drop (after the room, which `Workspace` removes).
+struct FeatureWorkspace {
+    images: std::cell::RefCell<Vec<String>>,
+    ws: Workspace,
+    _cache: tempfile::TempDir,
+}
+
+impl FeatureWorkspace {
+    fn new(config: Value) -> FeatureWorkspace {
+        FeatureWorkspace::with_files(config, &[])
+    }
+
+    /// The config at `.devcontainer/devcontainer.json`, `files` beside it.
+    fn with_files(config: Value, files: &[(&str, &str)]) -> FeatureWorkspace {
+        let mut ws = Workspace::with_devcontainer_folder(config, files);
+        let cache = tempfile::Builder::new().prefix("wr-test-cache-").tempdir().unwrap();
+        ws.env.push(("XDG_CACHE_HOME".into(), cache.path().display().to_string()));
+        FeatureWorkspace { images: Default::default(), ws, _cache: cache }
+    }
+
+    fn config_dir(&self) -> std::path::PathBuf {
+        self.ws.path().join(".devcontainer")
+    }
+
+    fn lockfile(&self) -> String {
+        std::fs::read_to_string(self.config_dir().join("devcontainer-lock.json")).unwrap_or_default()
+    }
+
+    fn rewrite(&self, config: Value) {
+        std::fs::write(self.config_dir().join("devcontainer.json"), labelled(config)).unwrap();
+    }
+
+    fn run(&self, args: &[&str], extra_env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = self.ws.command(args);
+        cmd.envs(extra_env.iter().copied());
+        output_within_guard(cmd, None, UP_GUARD)
+    }
+
+    /// `up`, which must succeed; remembers the room's image for removal.
+    fn up(&self, args: &[&str], extra_env: &[(&str, &str)]) -> std::process::Output {
+        let mut all = vec!["up"];
+        all.extend_from_slice(args);
+        let out = self.run(&all, extra_env);
+        assert!(out.status.success(), "up failed: {}\n{}", stdout(&out), stderr(&out));
+        self.images.borrow_mut().push(self.room_image());
+        out
+    }
+
+    fn room_image(&self) -> String {
+        docker_ok(&["inspect", &self.ws.room_name(), "--format", "{{.Config.Image}}"])
+    }
+
+    fn image_id(&self) -> String {
+        docker_ok(&["image", "inspect", &self.room_image(), "--format", "{{.Id}}"])
+    }
+
+    fn label_entries(&self) -> Vec<Value> {
+        let label = docker_ok(&[
+            "image",
+            "inspect",
+            &self.room_image(),
+            "--format",
+            "{{index .Config.Labels \"devcontainer.metadata\"}}",
+        ]);
+        serde_json::from_str(&label).unwrap_or_else(|e| panic!("label {label:?}: {e}"))
+    }
+}
+
+impl std::ops::Deref for FeatureWorkspace {
+    type Target = Workspace;
+    fn deref(&self) -> &Workspace {
+        &self.ws
+    }
+}
+
+impl Drop for FeatureWorkspace {
+    fn drop(&mut self) {
+        for id in self.ws.containers() {
+            remove_container(&id);
+        }
+        let mut images = self.images.borrow().clone();
+        images.dedup();
+        for image in images.iter().filter(|i| i.starts_with("workroom-features:")) {
+            let _ = docker(&["rmi", image]);
+        }
+    }
+}
+
+fn ids(entries: &[Value]) -> Vec<String> {
+    entries.iter().filter_map(|e| e["id"].as_str().map(String::from)).collect()
+}
+
+#[test]
+fn registry_features_install_in_order_and_a_second_up_fetches_and_builds_nothing() {
+    let mut registry = Registry::start();
+    registry.publish_fixtures();
+    let (dependent, base, service) =
+        (registry.feature("dependent", "2"), registry.feature("base", "1"), registry.feature("service", "1"));
+    let options = registry.feature("options", "1");
+    let config = json!({ "image": DEBIAN, "features": { &dependent: {}, &base: {}, &service: {} } });
+    let ws = FeatureWorkspace::new(config.clone());
+
+    ws.up(&[], &[]);
+    // dependsOn (options, with the options dependent gives it) and
+    // installsAfter (base) before dependent; each round sorted by id.
+    assert_eq!(ws.exec_ok(&["cat", "/usr/local/share/wr-order"]), "base\noptions\nservice\ndependent\n");
+    assert_eq!(
+        ws.exec_ok(&["cat", "/usr/local/share/wr-options/values"]),
+        "GREETING=hey\nLOUD=true\nNAME=world\nVERSION=latest\nTAG=\n\
+         _REMOTE_USER=root\n_CONTAINER_USER=root\n_REMOTE_USER_HOME=/root\n_CONTAINER_USER_HOME=/root\n"
+    );
+    // An earlier feature's containerEnv: seen by a later install.sh and by exec.
+    assert!(ws.exec_ok(&["cat", "/usr/local/share/wr-dependent/saw"]).starts_with("WR_BASE_HOME=/opt/wr-base\n"));
+    assert_eq!(
+        ws.exec_ok(&["sh", "-c", "echo $WR_BASE_HOME $WR_OPTIONS_HOME; wr-base"]),
+        "/opt/wr-base /usr/local/share/wr-options\nbase tool\n"
+    );
+
+    // The lockfile, in the reference's format, pins the dependency too.
+    let lock: Value = serde_json::from_str(&ws.lockfile()).unwrap();
+    let locked: Vec<&String> = lock["features"].as_object().unwrap().keys().collect();
+    assert_eq!(locked, [&base, &dependent, &options, &service]);
+    assert_eq!(lock["features"][&dependent]["dependsOn"], json!([options]));
+    assert_eq!(lock["features"][&base]["version"], "1.2.0");
+    let digest = lock["features"][&base]["integrity"].as_str().unwrap();
+    assert_eq!(lock["features"][&base]["resolved"], format!("{}/wr/features/base@{digest}", registry.host()));
+
+    // The derived image's label: one entry per feature, in install order,
+    // with what the reference records of each.
+    let entries = ws.label_entries();
+    assert_eq!(ids(&entries), [base.clone(), options.clone(), service.clone(), dependent.clone()]);
+    let svc = &entries[2];
+    assert_eq!(svc["entrypoint"], "/usr/local/share/wr-service/start.sh");
+    assert_eq!(svc["capAdd"], json!(["SYS_PTRACE"]));
+    assert_eq!(svc["mounts"][0]["target"], "/var/lib/wr-service");
+    assert_eq!(svc["postCreateCommand"], "echo service-postcreate >> /tmp/wr-service-hooks");
+    assert!(entries[0].get("containerEnv").is_none(), "containerEnv is baked in as ENV, not recorded");
+
+    // A second up after down: no request to the registry, no build, and
+    // with --json nothing but the result on stdout.
+    let image = ws.image_id();
+    assert!(ws.workroom(&["down"]).status.success());
+    let before = registry.requests();
+    let out = ws.up(&["--json"], &[]);
+    assert_eq!(registry.requests(), before, "the second up asked the registry:\n{}", registry.log());
+    assert!(!stderr(&out).contains("installing"), "nothing is built again: {}", stderr(&out));
+    assert_eq!(ws.image_id(), image);
+    let result: Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("stdout is not the result alone ({e}): {}", stdout(&out)));
+    assert_eq!(result["outcome"], "success");
+
+    // --frozen-lockfile: a config that would change the lockfile is refused,
+    // naming what changed, and neither the lockfile nor a room is touched.
+    let lockfile = ws.lockfile();
+    let failing = registry.feature("failing", "1");
+    ws.rewrite(json!({ "image": DEBIAN, "features": { &dependent: {}, &base: {}, &service: {}, &failing: {} } }));
+    assert!(ws.workroom(&["down"]).status.success());
+    let out = ws.run(&["up", "--frozen-lockfile"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("does not match the configuration (--frozen-lockfile)"), "{err}");
+    assert!(err.contains(&format!("{failing} is not in the lockfile")), "{err}");
+    assert_eq!(ws.lockfile(), lockfile);
+    assert!(ws.containers().is_empty(), "a refused up made a room");
+    ws.rewrite(config);
+
+    // The registry gone: everything needed is cached.
+    registry.stop();
+    ws.up(&[], &[]);
+    assert_eq!(ws.image_id(), image);
+    assert_eq!(ws.exec_ok(&["wr-base"]), "base tool\n");
+}
+
+#[test]
+fn a_registry_with_basic_auth_is_read_with_the_docker_configs_credentials() {
+    let registry = Registry::with_basic_auth("wr-user", "wr-secret");
+    registry.publish_fixtures();
+    let options = registry.feature("options", "1");
+    let ws = FeatureWorkspace::new(
+        json!({ "image": DEBIAN, "features": { &options: { "greeting": "hey", "name": ws_name() } } }),
+    );
+    // No credentials (an empty docker config): refused, saying what to do.
+    let empty = tempfile::tempdir().unwrap();
+    let out = ws.run(&["up"], &[("DOCKER_CONFIG", &empty.path().display().to_string())]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("`docker login {}`", registry.host())), "{}", stderr(&out));
+    assert!(ws.containers().is_empty());
+
+    let config = registry.docker_config();
+    ws.up(&[], &[("DOCKER_CONFIG", &config.path().display().to_string())]);
+    let values = ws.exec_ok(&["cat", "/usr/local/share/wr-options/values"]);
+    assert!(values.starts_with(&format!("GREETING=hey\nLOUD=false\nNAME={}\n", ws_name())), "{values}");
+}
+
+fn ws_name() -> &'static str {
+    "auth-room"
+}
+
+#[test]
+fn a_failing_install_is_refused_naming_the_feature_and_leaves_nothing_behind() {
+    let registry = Registry::start();
+    registry.publish_fixtures();
+    let failing = registry.feature("failing", "1");
+    // A local feature installs first and commits a layer, marked so the
+    // test can look for anything of this build left in the engine.
+    let mark = format!("wr-fail-{}", std::process::id());
+    let ws = FeatureWorkspace::new(json!({
+        "image": DEBIAN,
+        "features": { "./marked": {}, &failing: {} },
+        "overrideFeatureInstallOrder": ["./marked"]
+    }));
+    let marked = ws.config_dir().join("marked");
+    std::fs::create_dir_all(&marked).unwrap();
+    std::fs::write(
+        marked.join("devcontainer-feature.json"),
+        format!(r#"{{ "id": "marked", "version": "1.0.0", "containerEnv": {{ "WR_FAIL_MARK": "{mark}" }} }}"#),
+    )
+    .unwrap();
+    std::fs::write(marked.join("install.sh"), "#!/bin/sh\necho marked installed\n").unwrap();
+
+    let out = ws.run(&["up"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    let last = err.lines().rev().find(|l| l.starts_with("workroom: ")).unwrap_or_default();
+    assert!(last.contains(&format!("feature \"{failing}\" failed to install (its install.sh exited with 3)")), "{err}");
+    assert!(err.contains("failing: the disk is made of cheese"), "its last lines are shown: {err}");
+    assert!(ws.containers().is_empty(), "no room");
+    let marked_env = format!("WR_FAIL_MARK={mark}");
+    let holds_mark = |kind: &str, ids: String| {
+        ids.lines().filter(|id| !id.is_empty()).any(|id| {
+            docker(&[kind, "inspect", id, "--format", "{{json .Config.Env}}"])
+                .stdout
+                .windows(marked_env.len())
+                .any(|w| w == marked_env.as_bytes())
+        })
+    };
+    assert!(!holds_mark("image", docker_ok(&["images", "-aq", "--no-trunc"])), "a layer of the failed build was left");
+    assert!(!holds_mark("container", docker_ok(&["ps", "-aq", "--no-trunc"])), "a build container was left");
+}
+
+#[test]
+fn features_are_refused_before_anything_is_made_naming_the_cause() {
+    let registry = Registry::start();
+    registry.publish_fixtures();
+    let refused = |features: Value, extra: Value, fragments: &[&str]| {
+        let mut config = json!({ "image": DEBIAN, "features": features });
+        config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let ws = FeatureWorkspace::new(config);
+        let out = ws.run(&["up"], &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().filter(|l| l.starts_with("workroom: ")).count(), 1, "{err}");
+        for f in fragments {
+            assert!(err.contains(f), "expected {f:?} in: {err}");
+        }
+        assert!(ws.containers().is_empty(), "a refused up made a room");
+        assert_eq!(ws.lockfile(), "", "a refused up wrote the lockfile");
+    };
+    let options = registry.feature("options", "1");
+    refused(
+        json!({ &options: { "greeting": "yo" } }),
+        json!({}),
+        &[&format!(r#"features["{options}"].greeting must be one of "hi", "hey"; found "yo""#)],
+    );
+    refused(json!({ &options: { "loud": "very" } }), json!({}), &[".loud must be true or false; found \"very\""]);
+    let (a, b) = (registry.feature("cycle-a", "1"), registry.feature("cycle-b", "1"));
+    refused(json!({ &a: {} }), json!({}), &[&format!("the features depend on each other in a cycle: {a} → {b} → {a}")]);
+    refused(json!({ registry.feature("nope", "1"): {} }), json!({}), &["was not found in its registry"]);
+    refused(json!({ "../outside": {} }), json!({}), &["features[\"../outside\"]", "must be a folder inside"]);
+    refused(json!({ "fish": {} }), json!({}), &["legacy feature \"fish\" is not supported"]);
+    refused(
+        json!({ &options: {} }),
+        json!({ "overrideFeatureInstallOrder": ["/abs"] }),
+        &["overrideFeatureInstallOrder[0]"],
+    );
+}
+
+/// Packs a fixture feature as `devcontainer-feature-<id>.tgz`.
+fn tarball(id: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&repo_root().join("fixtures/features/src").join(id), dir.path());
+    let out =
+        std::process::Command::new("tar").arg("-czf").arg("-").arg("-C").arg(dir.path()).arg(".").output().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+#[test]
+fn a_local_feature_and_a_tarball_over_http_install_with_progress_on_a_terminal() {
+    let server = FileServer::serve(tarball("base"));
+    let url = format!("https://localhost:{}/dl/devcontainer-feature-base.tgz", server.port);
+    let ws = FeatureWorkspace::new(json!({
+        "image": DEBIAN,
+        "features": { "./local-options": "2.0", &url: {} }
+    }));
+    copy_dir(&repo_root().join("fixtures/features/src/options"), &ws.config_dir().join("local-options"));
+
+    // On a terminal: a line per feature, then a one-line summary with the time.
+    let cache = ws.env.iter().find(|(k, _)| k == "XDG_CACHE_HOME").unwrap().1.clone();
+    let mut term = pty::Term::spawn(
+        "env",
+        &[&format!("XDG_CACHE_HOME={cache}"), workroom_bin(), "up", "--workspace-folder", &ws.folder()],
+        30,
+        120,
+    );
+    term.expect("fetching", UP_GUARD);
+    term.expect("installing ./local-options", UP_GUARD);
+    term.expect("[local-options] options: greeting hi", UP_GUARD);
+    let summary = term.expect(" in ", UP_GUARD);
+    assert!(summary.contains("features: 2 installed into workroom-features:"), "{summary}");
+    assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());
+    assert!(term.all().contains("✓ installed ./local-options ("), "{}", term.all());
+    ws.images.borrow_mut().push(ws.room_image());
+
+    // The string is the version shorthand; the tarball's env reached exec.
+    assert!(ws.exec_ok(&["cat", "/usr/local/share/wr-options/values"]).contains("VERSION=2.0\n"));
+    assert_eq!(ws.exec_ok(&["wr-base"]), "base tool\n");
+    let lock: Value = serde_json::from_str(&ws.lockfile()).unwrap();
+    let keys: Vec<&String> = lock["features"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, [&url], "local features are not locked");
+    assert_eq!(lock["features"][&url]["resolved"], url);
+    let hits = server.hits.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(hits, 1);
+
+    // Not a terminal: plain lines; and the tarball comes from the cache.
+    assert!(ws.workroom(&["down"]).status.success());
+    let out = ws.up(&[], &[]);
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), hits, "fetched again");
+    assert!(!stderr(&out).contains('\u{1b}'), "no escape codes off a terminal: {}", stderr(&out));
+
+    // --no-lockfile neither reads the lockfile (so the URL is asked again)
+    // nor writes it.
+    let lockfile = ws.config_dir().join("devcontainer-lock.json");
+    let locked = std::fs::read_to_string(&lockfile).unwrap();
+    std::fs::remove_file(&lockfile).unwrap();
+    assert!(ws.workroom(&["down"]).status.success());
+    ws.up(&["--no-lockfile"], &[]);
+    assert!(!lockfile.exists(), "--no-lockfile wrote the lockfile");
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), hits + 1);
+
+    // A pinned digest is checked: a lockfile naming other content refuses
+    // the tarball (with a cache of its own, so the tarball is fetched).
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let digest =
+        serde_json::from_str::<Value>(&locked).unwrap()["features"][&url]["integrity"].as_str().unwrap().to_string();
+    std::fs::write(&lockfile, locked.replace(&digest, &wrong)).unwrap();
+    assert!(ws.workroom(&["down"]).status.success());
+    let fresh = tempfile::tempdir().unwrap();
+    let out = ws.run(&["up"], &[("XDG_CACHE_HOME", &fresh.path().display().to_string())]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{url}: the content's digest is {digest}, not the {wrong} the lockfile names")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(ws.containers().is_empty());
+}
+
+#[test]
+fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config() {
+    let registry = Registry::start();
+    registry.publish_fixtures();
+    let config = json!({
+        "image": DEBIAN,
+        "features": { registry.feature("dependent", "2"): {}, registry.feature("base", "1"): {} }
+    });
+    let ours = FeatureWorkspace::new(config.clone());
+    let theirs = FeatureWorkspace::new(config);
+    ours.up(&[], &[]);
+
+    let mut node = std::process::Command::new("node");
+    node.arg(registry::reference_cli()).args(["up", "--workspace-folder", &theirs.folder()]);
+    node.envs(theirs.env.iter().map(|(k, v)| (k, v)));
+    let out = output_within_guard(node, None, UP_GUARD);
+    let their_container = theirs.containers();
+    let their_image = their_container
+        .first()
+        .map(|c| docker_ok(&["inspect", c, "--format", "{{.Config.Image}}"]))
+        .unwrap_or_default();
+    // Removed with the test whatever happens below (tagged by the reference).
+    let _their_image = ImageGuard(their_image.clone());
+    assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
+    let theirs_exec = |cmd: &str| docker_ok(&["exec", &their_container[0], "sh", "-c", cmd]);
+
+    // The same files, the same order, the same env, the same user.
+    for cmd in [
+        "cat /usr/local/share/wr-order",
+        "cat /usr/local/share/wr-options/values",
+        "cat /usr/local/share/wr-dependent/saw",
+        "echo $WR_BASE_HOME $WR_OPTIONS_HOME; wr-base",
+        "id -un",
+    ] {
+        assert_eq!(ours.exec_ok(&["sh", "-c", cmd]).trim_end(), theirs_exec(cmd), "{cmd}");
+    }
+    // The same lockfile, byte for byte.
+    assert_eq!(ours.lockfile(), theirs.lockfile());
+    // The same feature entries in the image label (the reference appends
+    // the config's own entry last; ours is merged at create time).
+    let their_entries: Vec<Value> = serde_json::from_str(&docker_ok(&[
+        "image",
+        "inspect",
+        &their_image,
+        "--format",
+        "{{index .Config.Labels \"devcontainer.metadata\"}}",
+    ]))
+    .unwrap();
+    let feature_entries: Vec<Value> = their_entries.into_iter().filter(|e| e.get("id").is_some()).collect();
+    assert_eq!(ours.label_entries(), feature_entries);
+}
+
+/// Removes an image the test made (or had the reference make), with the
+/// test's containers made from it.
+struct ImageGuard(String);
+
+impl Drop for ImageGuard {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let users =
+            docker_ok(&["ps", "-aq", "--filter", &format!("ancestor={}", self.0), "--filter", "label=workroom.test"]);
+        for id in users.lines() {
+            remove_container(id);
+        }
+        let _ = docker(&["rmi", &self.0]);
+    }
+}
+
+#[test]
+fn a_base_image_pull_shows_a_line_per_layer_then_a_summary_on_a_terminal() {
+    // The engine pulls from the test's registry (localhost is insecure-allowed).
+    let registry = Registry::start();
+    let ws = FeatureWorkspace::new(json!({}));
+    // A layer of its own, so the engine has something to download (a pull
+    // of layers it holds already says nothing about them).
+    let image = format!("{}/wr/busybox-{}:1", registry.host(), ws.unique());
+    let _image = ImageGuard(image.clone());
+    let mut build = std::process::Command::new("docker");
+    build.args(["build", "-q", "-t", &image, "-"]).env("DOCKER_BUILDKIT", "0");
+    let dockerfile = format!("FROM {BUSYBOX}\nRUN echo {} > /unique\nLABEL workroom.test=1\n", ws.unique());
+    let built = output_within(build, Some(dockerfile.as_bytes()));
+    assert!(built.status.success(), "docker build: {}", stderr(&built));
+    let pushed = docker(&["push", &image]);
+    assert!(pushed.status.success(), "docker push: {}", stderr(&pushed));
+    docker_ok(&["rmi", &image]);
+    ws.rewrite(json!({ "image": image }));
+
+    let mut term = pty::Term::spawn(workroom_bin(), &["up", "--workspace-folder", &ws.folder()], 30, 120);
+    term.expect(&format!("pulling {image}"), UP_GUARD);
+    term.expect("layer ", UP_GUARD);
+    term.expect(&format!("pulled {image} in "), UP_GUARD);
+    assert_eq!(term.wait(UP_GUARD), 0, "{}", term.all());
+    assert!(term.all().contains("✓ layer "), "{}", term.all());
+    assert!(term.all().contains(": pull complete ("), "{}", term.all());
+}
+
+#[test]
+fn two_ups_of_the_same_features_at_once_build_the_image_once() {
+    // Two workspaces with the same local feature and one cache: the same key.
+    let mark = format!("wr-race-{}", std::process::id());
+    let make = || {
+        let ws = FeatureWorkspace::new(json!({ "image": DEBIAN, "features": { "./race": {} } }));
+        let folder = ws.config_dir().join("race");
+        std::fs::create_dir_all(&folder).unwrap();
+        let json = format!(r#"{{ "id": "race", "version": "1.0.0", "containerEnv": {{ "WR_RACE": "{mark}" }} }}"#);
+        std::fs::write(folder.join("devcontainer-feature.json"), json).unwrap();
+        std::fs::write(folder.join("install.sh"), "#!/bin/sh\necho racing\n").unwrap();
+        ws
+    };
+    let (a, mut b) = (make(), make());
+    let cache = a.env.iter().find(|(k, _)| k == "XDG_CACHE_HOME").unwrap().clone();
+    b.ws.env.retain(|(k, _)| k != "XDG_CACHE_HOME");
+    b.ws.env.push(cache);
+    let (up_a, up_b) = (a.ws.command(&["up"]), b.ws.command(&["up"]));
+    let ta = std::thread::spawn(move || output_within_guard(up_a, None, UP_GUARD));
+    let tb = std::thread::spawn(move || output_within_guard(up_b, None, UP_GUARD));
+    let (out_a, out_b) = (ta.join().unwrap(), tb.join().unwrap());
+    assert!(out_a.status.success(), "{}", stderr(&out_a));
+    assert!(out_b.status.success(), "{}", stderr(&out_b));
+    a.images.borrow_mut().push(a.room_image());
+    let builds = [&out_a, &out_b].iter().filter(|o| stderr(o).contains("installing ./race")).count();
+    assert_eq!(builds, 1, "a:\n{}\nb:\n{}", stderr(&out_a), stderr(&out_b));
+    assert_eq!(a.image_id(), b.image_id());
+    // No second image of the same content left dangling.
+    let env = format!("WR_RACE={mark}");
+    let images = docker_ok(&["images", "-q", "--no-trunc"]);
+    let holding: Vec<&str> = images
+        .lines()
+        .filter(|id| {
+            docker(&["image", "inspect", id, "--format", "{{json .Config.Env}}"])
+                .stdout
+                .windows(env.len())
+                .any(|w| w == env.as_bytes())
+        })
+        .collect();
+    assert_eq!(holding.len(), 1, "{holding:?}");
+}
