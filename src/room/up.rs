@@ -98,12 +98,19 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     let started_at = container.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
     let attach_due = options.post_attach && loaded.model.lifecycle.get(Hook::PostAttach).is_some();
     if running && !created && !attach_due && ready::is_done(&id, &started_at) {
+        // State files only: a forwarder that died or belongs to an earlier
+        // start is replaced without a daemon link.
+        keep_forwarder(loaded, &name, &started_at).await;
         return Ok(result(false));
     }
     if !running {
         peers::wake_anchor(engine, &container).await;
     }
     ensure_running(engine, &container, &name).await?;
+    let started_at = match running {
+        true => started_at,
+        false => engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at).unwrap_or_default(),
+    };
 
     let link = wait_for_daemon(engine, &id).await?;
     if nested {
@@ -115,7 +122,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     let container_env = super::container_env(&container);
     // Before the hooks, so they can use the forwarded credentials.
-    crate::cli::forward_cmd::start_for_up(loaded, &name)?;
+    keep_forwarder(loaded, &name, &started_at).await;
     let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     ctx.env.extend(crate::forward::room_env(&name));
     // userEnvProbe (default loginInteractiveShell, as the reference): the
@@ -138,6 +145,17 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     super::handoff::advise(&link).await;
     Ok(result(created))
+}
+
+/// Starts the room's background forwarder when it has none for this start
+/// and there is something to carry. A forwarder that cannot start (every
+/// port taken) is a warning: the room and its hooks do not depend on it.
+async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str) {
+    match crate::forward::background::ensure_for_up(loaded, name, started_at).await {
+        Ok(Some(status)) => crate::forward::background::print_started(&status),
+        Ok(None) => {}
+        Err(e) => eprintln!("warning: {name}: ports and credentials are not forwarded: {e:#}"),
+    }
 }
 
 enum Created {
