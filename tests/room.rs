@@ -691,3 +691,24 @@ fn the_reference_cli_finds_a_room_made_by_workroom_and_runs_as_its_user() {
     assert_eq!(lines(&reference(&["sh", "-c", "id -un; pwd"])), ["dev".to_string(), ws.remote_folder()]);
     assert_eq!(ws.containers().len(), 1, "the reference CLI made no container of its own");
 }
+
+// ---------------------------------------------------------------------------
+// users the image lacks
+
+#[test]
+fn a_remote_user_the_image_lacks_is_refused_at_up_naming_the_users_it_has_and_leaves_nothing() {
+    let volume = Volume::new();
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "remoteUser": "ghost", "mounts": [volume.mount()] }));
+    let out = ws.workroom(&["up"]);
+    assert_refused(&out, &["`remoteUser` names user \"ghost\"", "the image's users are root", "removed again"]);
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert!(!volume.exists(), "the volume the create made is removed");
+}
+
+#[test]
+fn a_container_user_the_image_lacks_is_refused_at_up_and_leaves_nothing() {
+    let ws = Workspace::new(json!({ "image": DEBIAN, "containerUser": "nobody-here" }));
+    let out = ws.workroom(&["up"]);
+    assert_refused(&out, &["`containerUser` names user \"nobody-here\"", "dev"]);
+    assert_eq!(ws.containers(), Vec::<String>::new());
+}

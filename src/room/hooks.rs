@@ -93,7 +93,16 @@ async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyho
     let wanted = ctx.loaded.model.update_remote_user_uid.unwrap_or(true);
     let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let numeric = ctx.user.chars().all(|c| c.is_ascii_digit());
-    if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || numeric || uid == 0 {
+    if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || uid == 0 {
+        return Ok(());
+    }
+    if numeric {
+        // As the reference: a uid is not remapped. Said, since the workspace
+        // then has two owners and a hook writing to it fails.
+        let (passwd, _) = link.users().await?;
+        if let Some(note) = super::users::numeric_user_note(&ctx.user, uid, &passwd) {
+            eprintln!("warning: {note}");
+        }
         return Ok(());
     }
     let request = RunRequest {

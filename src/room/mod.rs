@@ -10,6 +10,7 @@ pub mod peers;
 pub mod probe;
 pub mod ready;
 pub mod up;
+pub mod users;
 
 use crate::engine::{Engine, EngineError};
 use crate::plan::labels;

@@ -63,11 +63,11 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
         existing = None;
     }
-    let (container, created, prepared) = match existing {
-        Some(c) => (c, false, None),
+    let (container, created, prepared, made_link) = match existing {
+        Some(c) => (c, false, None, None),
         None => match create_room(engine, loaded, &name, options, &names).await? {
-            Created::Ours(c, prepared) => (c, true, prepared),
-            Created::Theirs(c) => (c, false, None),
+            Created::Ours(c, prepared, link) => (c, true, prepared, Some(link)),
+            Created::Theirs(c) => (c, false, None, None),
         },
     };
     check_compatible(&container, loaded, &name)?;
@@ -112,7 +112,10 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         false => engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at).unwrap_or_default(),
     };
 
-    let link = wait_for_daemon(engine, &id).await?;
+    let link = match made_link {
+        Some(link) => link,
+        None => wait_for_daemon(engine, &id).await?,
+    };
     if nested {
         // Before the hooks, so they can use podman; the storage tmpfs is
         // empty after every start, so this runs at each one.
@@ -159,8 +162,9 @@ async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str) {
 }
 
 enum Created {
-    /// We made it: our create won (with what peer messaging gave it).
-    Ours(ContainerInspectResponse, Option<peers::Prepared>),
+    /// We made it: our create won (with what peer messaging gave it, and
+    /// the link its users were checked over).
+    Ours(ContainerInspectResponse, Option<peers::Prepared>, RoomLink),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -237,11 +241,14 @@ async fn create_room(
     let prepared = async {
         engine.upload(&id, "/", tar).await.context("upload the daemon into the room")?;
         engine.start(&id).await?;
-        engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))
+        let link = wait_for_daemon(engine, &id).await?;
+        check_users(&link, loaded).await?;
+        let c = engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))?;
+        anyhow::Ok((c, link))
     }
     .await;
     match prepared {
-        Ok(c) => Ok(Created::Ours(c, peer_setup)),
+        Ok((c, link)) => Ok(Created::Ours(c, peer_setup, link)),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
@@ -250,6 +257,22 @@ async fn create_room(
             Err(e.context(format!("{name} was not made (removed again)")))
         }
     }
+}
+
+/// The users the config names must be the image's: one missing would make
+/// every exec, pane and hook fail, so the room is refused (and removed).
+async fn check_users(link: &RoomLink, loaded: &Loaded) -> anyhow::Result<()> {
+    let m = &loaded.model;
+    let wanted: Vec<(&'static str, &str)> = [("remoteUser", &m.remote_user), ("containerUser", &m.container_user)]
+        .into_iter()
+        .filter_map(|(property, user)| Some((property, user.as_deref().filter(|u| !u.is_empty())?)))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let (passwd, groups) = link.users().await?;
+    super::users::check(&loaded.config_path.display().to_string(), &wanted, &passwd, &groups)?;
+    Ok(())
 }
 
 fn label<'a>(c: &'a ContainerInspectResponse, key: &str) -> Option<&'a str> {
