@@ -712,3 +712,29 @@ fn a_container_user_the_image_lacks_is_refused_at_up_and_leaves_nothing() {
     assert_refused(&out, &["`containerUser` names user \"nobody-here\"", "dev"]);
     assert_eq!(ws.containers(), Vec::<String>::new());
 }
+
+#[test]
+fn four_concurrent_up_recreates_all_succeed_with_one_new_room_whose_hooks_ran_once() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "postCreateCommand": "echo ran >> /tmp/post-create.log" }));
+    ws.up();
+    let first = ws.containers();
+    let barrier = std::sync::Barrier::new(4);
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    ws.workroom(&["up", "--recreate"])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, out) in outs.iter().enumerate() {
+        assert!(out.status.success(), "up --recreate #{i} failed: {}", stderr(out));
+    }
+    let now = ws.containers();
+    assert_eq!(now.len(), 1, "one room for the workspace");
+    assert_ne!(now, first, "the room was recreated");
+    assert_eq!(docker_ok(&["exec", &now[0], "cat", "/tmp/post-create.log"]), "ran");
+}

@@ -60,7 +60,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     let mut existing = engine.inspect_container(&name).await?;
     if let (Some(c), true) = (&existing, options.recreate) {
         eprintln!("removing {name} to recreate it");
-        engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
+        remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await?;
         existing = None;
     }
     let (container, created, prepared, made_link) = match existing {
@@ -148,6 +148,28 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     super::handoff::advise(&link).await;
     Ok(result(created))
+}
+
+/// Removes the room `up --recreate` replaces. Concurrent recreates race to
+/// remove it: the engine refuses all but one (409, removal in progress), and
+/// those wait for it to be gone, then race to create, where one wins and the
+/// others use its room. Removing by id never touches the winner's new room.
+async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<()> {
+    match engine.remove(id, false).await {
+        Ok(()) => return Ok(()),
+        Err(EngineError::Refused { status: 409, .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let deadline = Instant::now() + PEER_CREATE_WAIT;
+    let mut pause = Duration::from_millis(20);
+    while engine.inspect_container(id).await?.is_some() {
+        if Instant::now() >= deadline {
+            bail!("another `up --recreate` has been removing {id} for {} s; try again", PEER_CREATE_WAIT.as_secs());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+    Ok(())
 }
 
 /// Starts the room's background forwarder when it has none for this start
