@@ -738,3 +738,47 @@ fn four_concurrent_up_recreates_all_succeed_with_one_new_room_whose_hooks_ran_on
     assert_ne!(now, first, "the room was recreated");
     assert_eq!(docker_ok(&["exec", &now[0], "cat", "/tmp/post-create.log"]), "ran");
 }
+
+/// Starts `up` and SIGKILLs it the moment its room shows as created; true
+/// if the room was then still unstarted (the kill landed between create and
+/// start). Not SIGSTOP: a stopped client mid-upload holds the container's
+/// lock in the engine, and every inspect of it waits.
+fn kill_up_between_create_and_start(ws: &Workspace) -> bool {
+    use nix::sys::signal::{kill, Signal};
+    let mut up = ws.command(&["up"]);
+    up.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut up = up.spawn().expect("start up");
+    let pid = nix::unistd::Pid::from_raw(up.id() as i32);
+    let name = ws.room_name();
+    let state =
+        || String::from_utf8_lossy(&docker(&["inspect", "-f", "{{.State.Status}}", &name]).stdout).trim().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let caught = loop {
+        let now = state();
+        if now == "created" {
+            kill(pid, Signal::SIGKILL).unwrap();
+            up.wait().unwrap();
+            return state() == "created";
+        }
+        if now == "running" || std::time::Instant::now() > deadline {
+            break false;
+        }
+    };
+    kill(pid, Signal::SIGKILL).unwrap();
+    up.wait().unwrap();
+    caught
+}
+
+#[test]
+fn an_up_killed_before_its_room_started_is_taken_over_by_the_next_up() {
+    // The window between create and start is short: try a few rooms.
+    let ws = (0..8)
+        .map(|_| Workspace::image(BUSYBOX))
+        .find(kill_up_between_create_and_start)
+        .expect("never caught an up between its create and its start");
+    let out = output_within_guard(ws.command(&["up"]), None, std::time::Duration::from_secs(30));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("left unstarted by an `up` that died"), "{}", stderr(&out));
+    assert_eq!(ws.exec_ok(&["echo", "in"]), "in\n");
+    assert_eq!(ws.containers().len(), 1);
+}

@@ -5,7 +5,7 @@
 //! A refused `up` leaves nothing behind: a container it created is removed,
 //! with the named volumes the engine made for it.
 
-use super::{daemon, hooks, image, peers, ready};
+use super::{creating, daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
@@ -63,12 +63,16 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await?;
         existing = None;
     }
-    let (container, created, prepared, made_link) = match existing {
-        Some(c) => (c, false, None, None),
-        None => match create_room(engine, loaded, &name, options, &names).await? {
-            Created::Ours(c, prepared, link) => (c, true, prepared, Some(link)),
-            Created::Theirs(c) => (c, false, None, None),
-        },
+    let (container, created, prepared, made_link) = loop {
+        match existing.take() {
+            // Being made by another `up`, or left half-made by a dead one.
+            Some(c) if is_created(&c) => existing = settle_created(engine, &c, &name).await?,
+            Some(c) => break (c, false, None, None),
+            None => match create_room(engine, loaded, &name, options, &names).await? {
+                Created::Ours(c, prepared, link) => break (c, true, prepared, Some(link)),
+                Created::Theirs(c) => existing = Some(c),
+            },
+        }
     };
     check_compatible(&container, loaded, &name)?;
     if !created {
@@ -228,7 +232,9 @@ async fn create_room(
     for w in crate::plan::nested::apply(&mut plan, options.shape) {
         eprintln!("warning: {name}: {w}");
     }
-    plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
+    let plan_labels = plan.body.labels.get_or_insert_with(Default::default);
+    plan_labels.extend(peer_plan::scope_labels(names));
+    plan_labels.insert(creating::CREATOR_HOST_LABEL.to_string(), creating::host_name());
     let binary = daemon::binary()?;
     let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
 
@@ -242,6 +248,9 @@ async fn create_room(
     // The engine reserves the name before the container can be inspected, so
     // for a moment the name is taken yet "no such container"; and a peer's
     // failed `up` removes what it made. Either way: look again, or create.
+    // Held until the room has started (or is removed again): a waiter that
+    // can take it knows this `up` died and takes the room over.
+    let _creator = wait_for_creator_lock(name).await?;
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(10);
     let id = loop {
@@ -348,11 +357,16 @@ async fn check_peer_drift(
     Ok(())
 }
 
+fn is_created(c: &ContainerInspectResponse) -> bool {
+    c.state.as_ref().and_then(|s| s.status) == Some(ContainerStateStatusEnum::CREATED)
+}
+
 async fn ensure_running(engine: &Engine, c: &ContainerInspectResponse, name: &str) -> anyhow::Result<()> {
     let status = c.state.as_ref().and_then(|s| s.status);
     match status {
         Some(ContainerStateStatusEnum::RUNNING) => Ok(()),
-        Some(ContainerStateStatusEnum::CREATED) => wait_started_by_peer(engine, name).await,
+        // Settled before we get here; seen only if it changed since.
+        Some(ContainerStateStatusEnum::CREATED) => bail!("{name} is being made by another `up`; run `up` again"),
         Some(ContainerStateStatusEnum::PAUSED) => {
             bail!("{name} is paused; `docker unpause {name}` first")
         }
@@ -365,21 +379,55 @@ async fn ensure_running(engine: &Engine, c: &ContainerInspectResponse, name: &st
 
 /// A container in `created` state is one another `up` is preparing (the
 /// daemon is uploaded before the first start); starting it ourselves could
-/// start it without its daemon. Wait for it instead.
-async fn wait_started_by_peer(engine: &Engine, name: &str) -> anyhow::Result<()> {
+/// start it without its daemon. Wait for it to start, unless its creator on
+/// this host is gone (its lock is free): then nobody will start it, so it
+/// is removed and `None` says to make the room afresh. Never-started rooms
+/// hold nothing of the user's (no hook ran).
+async fn settle_created(
+    engine: &Engine,
+    c: &ContainerInspectResponse,
+    name: &str,
+) -> anyhow::Result<Option<ContainerInspectResponse>> {
+    let id = c.id.clone().unwrap_or_else(|| name.to_string());
+    let ours = label(c, creating::CREATOR_HOST_LABEL) == Some(creating::host_name().as_str());
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(20);
     loop {
-        let c = engine.inspect_container(name).await?.with_context(|| format!("{name} vanished while starting"))?;
-        match c.state.as_ref().and_then(|s| s.status) {
-            Some(ContainerStateStatusEnum::CREATED) if Instant::now() < deadline => {}
-            Some(ContainerStateStatusEnum::CREATED) => bail!(
-                "{name} was created but never started (an interrupted `up`?); `workroom down` it and run `up` again"
-            ),
-            _ => return Ok(()),
+        let lock = if ours { creating::try_lock(name) } else { creating::Lock::Busy };
+        let Some(now) = engine.inspect_container(&id).await? else { return Ok(None) };
+        if !is_created(&now) {
+            return Ok(Some(now));
+        }
+        if let creating::Lock::Held(_held) = lock {
+            // Looked at while holding the lock, so no creator can be midway.
+            eprintln!("{name} was left unstarted by an `up` that died; making it again");
+            remove_for_recreate(engine, &id).await?;
+            return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            bail!("{name} was created but never started (an interrupted `up` on another host?); `workroom down` it and run `up` again");
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The creator lock for making `name`; another `up` of this host may hold
+/// it for the moment its create and start take.
+async fn wait_for_creator_lock(name: &str) -> anyhow::Result<Option<creating::CreatorLock>> {
+    let deadline = Instant::now() + PEER_CREATE_WAIT;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match creating::try_lock(name) {
+            creating::Lock::Held(lock) => return Ok(Some(lock)),
+            creating::Lock::Unavailable => return Ok(None),
+            // A creator stuck for a minute: go on unlocked; the create's
+            // own 409 handling still keeps one room.
+            creating::Lock::Busy if Instant::now() >= deadline => return Ok(None),
+            creating::Lock::Busy => {}
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 
