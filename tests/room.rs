@@ -311,10 +311,10 @@ fn post_start_reruns_after_a_restart_and_once_only_hooks_never_rerun() {
 }
 
 #[test]
-fn an_up_killed_during_a_hook_neither_blocks_the_next_up_nor_leaves_the_hook_running() {
+fn an_up_killed_during_a_hook_does_not_run_it_twice_nor_block_the_next_up_nor_leave_it_running() {
     let ws = Workspace::new(json!({
         "image": BUSYBOX,
-        // The first run hangs; a rerun (by the next `up`) goes straight through.
+        // The first run hangs; a rerun would go straight through.
         "onCreateCommand": "echo begun >> hooks.log; [ -e ran-once ] || { touch ran-once; sleep 600; }",
         "postCreateCommand": "echo postCreate >> hooks.log",
     }));
@@ -329,10 +329,15 @@ fn an_up_killed_during_a_hook_neither_blocks_the_next_up_nor_leaves_the_hook_run
     first.kill().unwrap();
     first.wait().unwrap();
 
-    // Interrupted hooks are due again: the next `up` runs them, promptly.
+    // The interrupted hook began once and is not run again (at most once,
+    // as the reference's marker files make it); the next `up` says so,
+    // promptly, and runs the hooks after it.
     let out = output_within_guard(ws.command(&["up"]), None, std::time::Duration::from_secs(60));
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(ws.read("hooks.log").ends_with("postCreate\n"), "{}", ws.read("hooks.log"));
+    assert_eq!(ws.read("hooks.log"), "begun\npostCreate\n");
+    assert!(stderr(&out).contains("onCreateCommand began under an `up` that died"), "{}", stderr(&out));
+    let again = ws.workroom(&["up"]);
+    assert!(again.status.success() && !stderr(&again).contains("began under"), "said once: {}", stderr(&again));
 
     // The killed `up`'s hook does not linger in the room beside the rerun:
     // the daemon ends what a host that went away started.
@@ -781,4 +786,24 @@ fn an_up_killed_before_its_room_started_is_taken_over_by_the_next_up() {
     assert!(stderr(&out).contains("left unstarted by an `up` that died"), "{}", stderr(&out));
     assert_eq!(ws.exec_ok(&["echo", "in"]), "in\n");
     assert_eq!(ws.containers().len(), 1);
+}
+
+#[test]
+fn the_reference_cli_up_on_a_room_made_by_workroom_does_not_run_its_hooks_again() {
+    let ws = Workspace::new(json!({
+        "image": DEBIAN_USER,
+        "onCreateCommand": "echo onCreate >> hooks.log",
+        "postCreateCommand": "echo postCreate >> hooks.log",
+        "postStartCommand": "echo postStart >> hooks.log",
+    }));
+    ws.open_to_room_users();
+    ws.up();
+    assert_eq!(ws.read("hooks.log"), "onCreate\npostCreate\npostStart\n");
+    let (_unpacked, js) = reference_cli();
+    let mut node = Command::new("node");
+    node.arg(&js).args(["up", "--workspace-folder", &ws.folder()]);
+    let out = output_within(node, None);
+    assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(ws.containers().len(), 1, "the reference CLI made no container of its own");
+    assert_eq!(ws.read("hooks.log"), "onCreate\npostCreate\npostStart\n", "the reference ran our hooks again");
 }

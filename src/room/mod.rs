@@ -10,6 +10,7 @@ pub mod nested;
 pub mod peers;
 pub mod probe;
 pub mod ready;
+mod reference_markers;
 pub mod up;
 pub mod users;
 

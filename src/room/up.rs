@@ -131,6 +131,8 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // Before the hooks, so they can use the forwarded credentials.
     keep_forwarder(loaded, &name, &started_at).await;
     let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
+    ctx.created_at = container.created.clone().unwrap_or_default();
+    ctx.started_at = started_at.clone();
     ctx.env.extend(crate::forward::room_env(&name));
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.
