@@ -807,3 +807,54 @@ fn the_reference_cli_up_on_a_room_made_by_workroom_does_not_run_its_hooks_again(
     assert_eq!(ws.containers().len(), 1, "the reference CLI made no container of its own");
     assert_eq!(ws.read("hooks.log"), "onCreate\npostCreate\npostStart\n", "the reference ran our hooks again");
 }
+
+// ---------------------------------------------------------------------------
+// overrideCommand: false
+
+/// Polls `check` until it holds or `wait` passes; whether it held.
+fn within(wait: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_image_program_runs_in_its_workdir_and_is_restarted_and_shown_when_it_dies() {
+    let built = Built::new(
+        json!({ "overrideCommand": false }),
+        &format!(
+            "FROM {DEBIAN}\nLABEL {{label}}\nWORKDIR /srv/site\nRUN echo served-from-workdir > index.html\n\
+             CMD [\"python3\", \"-m\", \"http.server\", \"8000\", \"--bind\", \"127.0.0.1\"]\n"
+        ),
+    );
+    let ws = &built.ws;
+    let up = ws.workroom(&["up"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let fetch = || {
+        let script =
+            "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/index.html').read().decode().strip())";
+        let out = ws.exec(&["python3", "-c", script]);
+        stdout(&out).trim().to_string()
+    };
+    let wait = std::time::Duration::from_secs(30);
+    assert!(within(wait, || fetch() == "served-from-workdir"), "the program does not serve its WORKDIR: {:?}", fetch());
+
+    // Killed behind our back: restarted as Docker's policy would, and said.
+    ws.exec_ok(&["pkill", "-f", "^python3 -m http.server"]);
+    assert!(within(wait, || fetch() == "served-from-workdir"), "the program was not restarted");
+    let room = listed(&ws.room_name()).expect("the room is listed");
+    let program = room["program"].as_str().unwrap_or_default().to_string();
+    assert!(program.starts_with("running (pid ") && program.contains("restarted once"), "list says: {room}");
+    let up = ws.workroom(&["up"]);
+    assert!(stderr(&up).contains("the image's program running"), "up says: {}", stderr(&up));
+    let logs = ws.workroom(&["logs"]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    assert!(said.contains("program python3 exited") && said.contains("restarting it in"), "logs: {said}");
+}

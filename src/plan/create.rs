@@ -26,6 +26,8 @@ pub struct ImageFacts {
     pub user: Option<String>,
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
+    /// The image's `WORKDIR`, where its program starts.
+    pub working_dir: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +110,11 @@ pub fn plan_with_peers(
             let user = run.user.clone().or_else(|| m.container_user.clone()).or_else(|| facts.user.clone());
             if let Some(user) = user.filter(|u| !u.is_empty()) {
                 entrypoint.extend(["--program-user".to_string(), user]);
+            }
+            // The container's own working folder stays `/` (the daemon's);
+            // the program starts where Docker would start it.
+            if let Some(dir) = facts.working_dir.clone().filter(|d| !d.is_empty()) {
+                entrypoint.extend(["--program-cwd".to_string(), dir]);
             }
             entrypoint.push("--".into());
             entrypoint.extend(program);

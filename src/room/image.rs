@@ -53,6 +53,7 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
         user: config.and_then(|c| c.user.clone()).filter(|u| !u.is_empty()),
         entrypoint: config.and_then(|c| c.entrypoint.clone()).unwrap_or_default(),
         cmd: config.and_then(|c| c.cmd.clone()).unwrap_or_default(),
+        working_dir: config.and_then(|c| c.working_dir.clone()).filter(|d| !d.is_empty()),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod image;
 pub mod nested;
 pub mod peers;
 pub mod probe;
+pub mod program;
 pub mod ready;
 mod reference_markers;
 pub mod up;

@@ -105,6 +105,13 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         // State files only: a forwarder that died or belongs to an earlier
         // start is replaced without a daemon link.
         keep_forwarder(loaded, &name, &started_at).await;
+        // Only rooms that run the image's program pay a link for its state.
+        let entrypoint = container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
+        if super::program::has_program(&entrypoint) {
+            if let Some(line) = super::program::state(engine, &id).await {
+                eprintln!("{name}: the image's program {line}");
+            }
+        }
         return Ok(result(false));
     }
     if !running {
@@ -151,6 +158,9 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // after the start, so a room we just started records its own).
     if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
         ready::mark_done(&id, &started, probed.as_ref());
+    }
+    if let Some(line) = link.status().await.ok().as_ref().and_then(super::program::describe) {
+        eprintln!("{name}: the image's program {line}");
     }
     super::handoff::advise(&link).await;
     Ok(result(created))
