@@ -11,7 +11,6 @@
 use super::state::{self, Status};
 use crate::config::Loaded;
 use anyhow::Context as _;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -26,10 +25,27 @@ pub fn current(room: &str, started_at: &str) -> Option<Status> {
     state::read_status(room, pid).filter(|s| s.started_at == started_at)
 }
 
+/// How `up` reached the forwarder check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// Nothing else was due: no process is spawned to decide, so whether
+    /// the host's git has a credential helper (a `git config` run) is not
+    /// asked, and a room with only git credentials to carry gets its
+    /// forwarder back at its next start. Ports and an ssh-agent are seen.
+    Fast,
+    /// The room was made, started or had hooks due: everything is asked.
+    Full,
+}
+
 /// What `up` does about the room's forwarder: none when the running one
 /// serves this start or there is nothing to carry; otherwise (re)starts it.
 /// Returns the new forwarder's status, `None` when nothing was started.
-pub async fn ensure_for_up(loaded: &Loaded, room: &str, started_at: &str) -> anyhow::Result<Option<Status>> {
+pub async fn ensure_for_up(
+    loaded: &Loaded,
+    room: &str,
+    started_at: &str,
+    path: Path,
+) -> anyhow::Result<Option<Status>> {
     if let Some(pid) = state::background_pid(room) {
         match state::read_status(room, pid) {
             // Made for an earlier start (a restart behind our back): its
@@ -41,8 +57,15 @@ pub async fn ensure_for_up(loaded: &Loaded, room: &str, started_at: &str) -> any
             _ => return Ok(None),
         }
     }
-    let offer = super::host_offer(&loaded.workspace.local_folder);
-    if loaded.model.forward_ports.is_empty() && offer.ssh_agent.is_none() && !offer.git_credentials {
+    let carries = !loaded.model.forward_ports.is_empty()
+        || match path {
+            Path::Fast => super::host_ssh_agent(&loaded.workspace.local_folder).is_some(),
+            Path::Full => {
+                let offer = super::host_offer(&loaded.workspace.local_folder);
+                offer.ssh_agent.is_some() || offer.git_credentials
+            }
+        };
+    if !carries {
         return Ok(None);
     }
     let args = vec![
@@ -124,7 +147,7 @@ pub fn print_started(status: &Status) {
     }
 }
 
-fn log_tail(path: &Path) -> String {
+fn log_tail(path: &std::path::Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no output)").to_string()
 }

@@ -220,12 +220,19 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str) {
 /// the workspace's settings.
 pub fn host_offer(workspace: &Path) -> Offer {
     let settings = settings::load(workspace);
-    let ssh_agent = settings
-        .ssh_agent
-        .then(|| std::env::var_os("SSH_AUTH_SOCK").filter(|v| !v.is_empty()).map(std::path::PathBuf::from))
-        .flatten();
+    let ssh_agent = settings.ssh_agent.then(agent_socket).flatten();
     let git_credentials = settings.git_credentials && host_credentials::host_git_has_helper();
     Offer { ssh_agent, git_credentials }
+}
+
+/// The host's ssh-agent a room's forwarder would offer, without asking git
+/// anything (no process spawned).
+pub fn host_ssh_agent(workspace: &Path) -> Option<std::path::PathBuf> {
+    settings::load(workspace).ssh_agent.then(agent_socket).flatten()
+}
+
+fn agent_socket() -> Option<std::path::PathBuf> {
+    std::env::var_os("SSH_AUTH_SOCK").filter(|v| !v.is_empty()).map(std::path::PathBuf::from)
 }
 
 /// Environment for commands in the room (exec, hooks) while the room's

@@ -8,6 +8,7 @@
 use super::{creating, daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
+use crate::forward::background::Path;
 use crate::link::RoomLink;
 use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
 use crate::plan::{create, identity, labels};
@@ -104,7 +105,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if running && !created && !attach_due && ready::is_done(&id, &started_at) {
         // State files only: a forwarder that died or belongs to an earlier
         // start is replaced without a daemon link.
-        keep_forwarder(loaded, &name, &started_at).await;
+        keep_forwarder(loaded, &name, &started_at, Path::Fast).await;
         // Only rooms that run the image's program pay a link for its state.
         let entrypoint = container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
         if super::program::has_program(&entrypoint) {
@@ -124,7 +125,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     };
 
     let link = match made_link {
-        Some(link) => link,
+        Some(link) => *link,
         None => wait_for_daemon(engine, &id).await?,
     };
     if nested {
@@ -136,7 +137,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     let container_env = super::container_env(&container);
     // Before the hooks, so they can use the forwarded credentials.
-    keep_forwarder(loaded, &name, &started_at).await;
+    keep_forwarder(loaded, &name, &started_at, Path::Full).await;
     let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     ctx.created_at = container.created.clone().unwrap_or_default();
     ctx.started_at = started_at.clone();
@@ -191,8 +192,8 @@ async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<()> {
 /// Starts the room's background forwarder when it has none for this start
 /// and there is something to carry. A forwarder that cannot start (every
 /// port taken) is a warning: the room and its hooks do not depend on it.
-async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str) {
-    match crate::forward::background::ensure_for_up(loaded, name, started_at).await {
+async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, path: Path) {
+    match crate::forward::background::ensure_for_up(loaded, name, started_at, path).await {
         Ok(Some(status)) => crate::forward::background::print_started(&status),
         Ok(None) => {}
         Err(e) => eprintln!("warning: {name}: ports and credentials are not forwarded: {e:#}"),
@@ -202,7 +203,7 @@ async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str) {
 enum Created {
     /// We made it: our create won (with what peer messaging gave it, and
     /// the link its users were checked over).
-    Ours(ContainerInspectResponse, Option<peers::Prepared>, RoomLink),
+    Ours(ContainerInspectResponse, Option<peers::Prepared>, Box<RoomLink>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -291,7 +292,7 @@ async fn create_room(
     }
     .await;
     match prepared {
-        Ok((c, link)) => Ok(Created::Ours(c, peer_setup, link)),
+        Ok((c, link)) => Ok(Created::Ours(c, peer_setup, Box::new(link))),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {

@@ -371,7 +371,7 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
                 }
             }
         };
-        *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit.clone());
+        *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit);
         if began.elapsed() >= RESTART_RESET_AFTER {
             delay = RESTART_FIRST_DELAY;
         }
