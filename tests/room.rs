@@ -858,3 +858,26 @@ fn the_image_program_runs_in_its_workdir_and_is_restarted_and_shown_when_it_dies
     let said = format!("{}{}", stdout(&logs), stderr(&logs));
     assert!(said.contains("program python3 exited") && said.contains("restarting it in"), "logs: {said}");
 }
+
+#[test]
+fn workroom_up_does_not_run_a_hook_the_reference_cli_already_ran_in_its_room() {
+    // postCreateCommand fails under workroom's first `up` (so it is due
+    // again), then the reference's `up` runs it to success.
+    let ws = Workspace::new(json!({
+        "image": DEBIAN_USER,
+        "postCreateCommand": "echo postCreate >> hooks.log; [ -e fail-no-more ] || { touch fail-no-more; exit 1; }",
+    }));
+    ws.open_to_room_users();
+    assert!(!ws.workroom(&["up"]).status.success(), "the first postCreateCommand fails");
+    assert_eq!(ws.read("hooks.log"), "postCreate\n");
+    let (_unpacked, js) = reference_cli();
+    let mut node = Command::new("node");
+    node.arg(&js).args(["up", "--workspace-folder", &ws.folder()]);
+    let out = output_within(node, None);
+    assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(ws.read("hooks.log"), "postCreate\npostCreate\n", "the reference ran the failed hook again");
+    let out = ws.workroom(&["up"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ws.read("hooks.log"), "postCreate\npostCreate\n", "workroom ran the reference's hook again");
+    assert!(stderr(&out).contains("[postCreateCommand] already run by the reference CLI"), "{}", stderr(&out));
+}

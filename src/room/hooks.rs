@@ -105,9 +105,11 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
         false => Default::default(),
     };
     if !legacy_done {
-        once(link, UID_MARKER, None, DONE, OnAbandoned::RunAgain, || update_remote_user_uid(link, ctx)).await?;
+        if !done(UID_MARKER) {
+            once(link, UID_MARKER, None, DONE, OnAbandoned::RunAgain, || update_remote_user_uid(link, ctx)).await?;
+        }
         for hook in CREATE_HOOKS {
-            let Some(cmd) = lifecycle.get(hook) else { continue };
+            let Some(cmd) = lifecycle.get(hook).filter(|_| !done(hook.property())) else { continue };
             let ran_by_reference = reference::ran(&theirs, hook, &ctx.created_at);
             let outcome = once(link, hook.property(), None, DONE, OnAbandoned::Interrupted, || async {
                 if ran_by_reference {
