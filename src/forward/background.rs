@@ -27,7 +27,7 @@ pub fn current(room: &str, started_at: &str) -> Option<Status> {
 
 /// How `up` reached the forwarder check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
+pub enum Check {
     /// Nothing else was due: no process is spawned to decide, so whether
     /// the host's git has a credential helper (a `git config` run) is not
     /// asked, and a room with only git credentials to carry gets its
@@ -44,7 +44,7 @@ pub async fn ensure_for_up(
     loaded: &Loaded,
     room: &str,
     started_at: &str,
-    path: Path,
+    check: Check,
 ) -> anyhow::Result<Option<Status>> {
     if let Some(pid) = state::background_pid(room) {
         match state::read_status(room, pid) {
@@ -58,9 +58,9 @@ pub async fn ensure_for_up(
         }
     }
     let carries = !loaded.model.forward_ports.is_empty()
-        || match path {
-            Path::Fast => super::host_ssh_agent(&loaded.workspace.local_folder).is_some(),
-            Path::Full => {
+        || match check {
+            Check::Fast => super::host_ssh_agent(&loaded.workspace.local_folder).is_some(),
+            Check::Full => {
                 let offer = super::host_offer(&loaded.workspace.local_folder);
                 offer.ssh_agent.is_some() || offer.git_credentials
             }

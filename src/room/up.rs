@@ -8,7 +8,7 @@
 use super::{creating, daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
-use crate::forward::background::Path;
+use crate::forward::background::Check;
 use crate::link::RoomLink;
 use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
 use crate::plan::{create, identity, labels};
@@ -105,7 +105,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if running && !created && !attach_due && ready::is_done(&id, &started_at) {
         // State files only: a forwarder that died or belongs to an earlier
         // start is replaced without a daemon link.
-        keep_forwarder(loaded, &name, &started_at, Path::Fast).await;
+        keep_forwarder(loaded, &name, &started_at, Check::Fast).await;
         // Only rooms that run the image's program pay a link for its state.
         let entrypoint = container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
         if super::program::has_program(&entrypoint) {
@@ -137,7 +137,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     let container_env = super::container_env(&container);
     // Before the hooks, so they can use the forwarded credentials.
-    keep_forwarder(loaded, &name, &started_at, Path::Full).await;
+    keep_forwarder(loaded, &name, &started_at, Check::Full).await;
     let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
     ctx.created_at = container.created.clone().unwrap_or_default();
     ctx.started_at = started_at.clone();
@@ -192,8 +192,8 @@ async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<()> {
 /// Starts the room's background forwarder when it has none for this start
 /// and there is something to carry. A forwarder that cannot start (every
 /// port taken) is a warning: the room and its hooks do not depend on it.
-async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, path: Path) {
-    match crate::forward::background::ensure_for_up(loaded, name, started_at, path).await {
+async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, check: Check) {
+    match crate::forward::background::ensure_for_up(loaded, name, started_at, check).await {
         Ok(Some(status)) => crate::forward::background::print_started(&status),
         Ok(None) => {}
         Err(e) => eprintln!("warning: {name}: ports and credentials are not forwarded: {e:#}"),
