@@ -124,7 +124,10 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
     }
     if start_due {
         let ran_by_reference = reference::ran(&theirs, Hook::PostStart, &ctx.started_at);
-        let outcome = once(link, START_MARKER, started_for, &status.boot_id, OnAbandoned::Interrupted, || async {
+        // postStart runs at every start, so it is made to be repeated; and an
+        // abandoned claim may be of an earlier start, which says nothing
+        // about this one.
+        once(link, START_MARKER, started_for, &status.boot_id, OnAbandoned::RunAgain, || async {
             match lifecycle.get(Hook::PostStart) {
                 Some(_) if ran_by_reference => {
                     eprintln!("[postStartCommand] already run by the reference CLI (devcontainer up)");
@@ -135,7 +138,6 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
             }
         })
         .await?;
-        say_interrupted(outcome, Hook::PostStart);
     }
     if post_attach {
         if let Some(cmd) = lifecycle.get(Hook::PostAttach) {
