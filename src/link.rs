@@ -101,6 +101,16 @@ impl RoomLink {
         }
     }
 
+    /// The room's `/etc/passwd` and `/etc/group`, as the daemon reads them.
+    pub async fn users(
+        &self,
+    ) -> Result<(Vec<workroomd::users::PasswdEntry>, Vec<workroomd::users::GroupEntry>), RoomLinkError> {
+        match self.link.request(Request::Users).await.map_err(|e| self.stream_err(e))? {
+            Response::Users { users, groups } => Ok((users, groups)),
+            other => Err(self.unexpected("users", other)),
+        }
+    }
+
     pub async fn status(&self) -> Result<DaemonStatus, RoomLinkError> {
         match self.link.request(Request::Status).await.map_err(|e| self.stream_err(e))? {
             Response::Status(s) => Ok(s),

@@ -169,3 +169,16 @@ fn the_credential_helper_says_no_host_is_connected_once_the_forwarder_is_gone() 
     };
     assert!(said.contains("is `workroom up` running for this room?"), "{said}");
 }
+
+#[test]
+fn an_ssh_agent_started_after_the_room_was_made_is_forwarded_by_the_next_up() {
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    room.workroom_ok(&["up"]);
+    let (agent, fingerprint) = Agent::with_key();
+    room.agent_sock = Some(agent.sock());
+    // Nothing else is due: the fast path must still start the forwarder.
+    room.workroom_ok(&["up"]);
+    let listed = room.exec(&["ssh-add", "-l"]);
+    assert!(listed.status.success(), "ssh-add -l in the room: {}{}", stdout(&listed), stderr(&listed));
+    assert!(stdout(&listed).contains(&fingerprint), "{} does not list {fingerprint}", stdout(&listed));
+}

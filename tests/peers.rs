@@ -271,3 +271,47 @@ fn a_named_room_with_peers_is_another_container_than_its_plain_namesake() {
     remove_container(&peer_room);
     remove_container(&plain_room);
 }
+
+/// `GET /` on the host's `port` with a read deadline: a forwarder whose link
+/// hangs makes this time out rather than hang the test.
+fn http_get(port: u16) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = write!(s, "GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+#[test]
+fn after_a_docker_restart_of_a_peer_room_up_forwards_its_ports_again() {
+    let scope = PeerScope::new("fwd");
+    let state = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut ws = scope.workspace(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    ws.env.push(("XDG_STATE_HOME".into(), state.path().display().to_string()));
+    ws.env.push(("XDG_CONFIG_HOME".into(), state.path().display().to_string()));
+    let httpd = format!(
+        "mkdir -p /www && echo hi > /www/index.html && (httpd -f -p 127.0.0.1:{port} -h /www >/dev/null 2>&1 &)"
+    );
+    ws.up();
+    ws.exec_ok(&["sh", "-c", &httpd]);
+    eventually("the forwarded port to answer", AGENT_READY_WAIT, || http_get(port).ends_with("hi\n"));
+    let pid_file = state.path().join("workroom").join(format!("{}.pid", ws.room_name()));
+    let forwarder = || std::fs::read_to_string(&pid_file).unwrap_or_default().trim().to_string();
+    let alive = |pid: &str| !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let before = forwarder();
+    // A connection held open through the forwarder across the restart.
+    let held = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    docker_ok(&["restart", "-t", "1", &ws.room_name()]);
+    eventually("the old forwarder to notice the restart and end", AGENT_READY_WAIT, || !alive(&before));
+    ws.up();
+    ws.exec_ok(&["sh", "-c", &httpd]);
+    eventually("the forwarded port to answer after the restart", AGENT_READY_WAIT, || http_get(port).ends_with("hi\n"));
+    drop(held);
+    let after = forwarder();
+    assert!(alive(&after) && after != before, "up started no new forwarder");
+    docker_ok(&["rm", "-f", &ws.room_name()]);
+    eventually("the forwarder to end with its room", AGENT_READY_WAIT, || !alive(&after));
+}

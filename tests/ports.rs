@@ -423,3 +423,67 @@ fn forwarded_throughput_against_a_direct_connection_to_the_container() {
     eprintln!("forwarded: {fwd:.0?} MB/s; direct {ip}:{port}: {direct:.0?} MB/s; best ratio {:.2}", f / d);
     assert!(f / d >= 0.5, "forwarded {f:.0} MB/s is under half of direct {d:.0} MB/s");
 }
+
+#[test]
+fn a_host_port_taken_for_the_only_forwarded_port_is_a_warning_and_the_hooks_still_run() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let room = Room::new(serde_json::json!({
+        "image": BUSYBOX,
+        "forwardPorts": [taken_port],
+        "postCreateCommand": "touch post-create-ran",
+    }));
+    let out = room.workroom(&["up"]);
+    assert!(out.status.success(), "up failed: {}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("port {taken_port} is taken on the host")), "{}", stderr(&out));
+    assert!(room.ws.path().join("post-create-ran").exists(), "postCreateCommand did not run: {}", stderr(&out));
+    drop(taken);
+}
+
+/// Serves `/www/index.html` ("hi") on `port` in a busybox room.
+fn start_httpd(room: &Room, port: u16) {
+    room.start_server(
+        &format!(
+            "mkdir -p /www && echo hi > /www/index.html && httpd -f -p 127.0.0.1:{port} -h /www & touch /tmp/httpd.ready; wait"
+        ),
+        "/tmp/httpd.ready",
+    );
+}
+
+/// `GET /index.html` through the forwarded `port` until it answers (httpd
+/// may still be binding); the reply.
+fn http_get_when_served(port: u16) -> String {
+    let deadline = Instant::now() + SERVER_READY_WAIT;
+    loop {
+        // Not `http_get`: a refused connect is expected here and retried.
+        let reply = TcpStream::connect(("127.0.0.1", port))
+            .and_then(|mut s| {
+                s.set_read_timeout(Some(Duration::from_secs(30)))?;
+                write!(s, "GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+                let mut body = String::new();
+                s.read_to_string(&mut body)?;
+                Ok(body)
+            })
+            .unwrap_or_default();
+        if reply.contains("200") || Instant::now() > deadline {
+            return reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn up_starts_the_forwarder_again_when_it_was_killed_even_with_nothing_else_due() {
+    let port = free_port();
+    let room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    room.workroom_ok(&["up"]);
+    let killed = room.background_pid().expect("up started a forwarder");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(killed as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(wait_gone(killed, Duration::from_secs(10)));
+    // The room runs and its hooks are done: this `up` takes the fast path.
+    room.workroom_ok(&["up"]);
+    let pid = room.background_pid().expect("up started no forwarder");
+    assert!(pid != killed && alive(pid), "no live forwarder after up");
+    start_httpd(&room, port);
+    assert!(http_get_when_served(port).ends_with("hi\n"), "the port is not forwarded again");
+}

@@ -316,10 +316,10 @@ fn post_start_reruns_after_a_restart_and_once_only_hooks_never_rerun() {
 }
 
 #[test]
-fn an_up_killed_during_a_hook_neither_blocks_the_next_up_nor_leaves_the_hook_running() {
+fn an_up_killed_during_a_hook_does_not_run_it_twice_nor_block_the_next_up_nor_leave_it_running() {
     let ws = Workspace::new(json!({
         "image": BUSYBOX,
-        // The first run hangs; a rerun (by the next `up`) goes straight through.
+        // The first run hangs; a rerun would go straight through.
         "onCreateCommand": "echo begun >> hooks.log; [ -e ran-once ] || { touch ran-once; sleep 600; }",
         "postCreateCommand": "echo postCreate >> hooks.log",
     }));
@@ -334,10 +334,15 @@ fn an_up_killed_during_a_hook_neither_blocks_the_next_up_nor_leaves_the_hook_run
     first.kill().unwrap();
     first.wait().unwrap();
 
-    // Interrupted hooks are due again: the next `up` runs them, promptly.
+    // The interrupted hook began once and is not run again (at most once,
+    // as the reference's marker files make it); the next `up` says so,
+    // promptly, and runs the hooks after it.
     let out = output_within_guard(ws.command(&["up"]), None, std::time::Duration::from_secs(60));
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(ws.read("hooks.log").ends_with("postCreate\n"), "{}", ws.read("hooks.log"));
+    assert_eq!(ws.read("hooks.log"), "begun\npostCreate\n");
+    assert!(stderr(&out).contains("onCreateCommand began under an `up` that died"), "{}", stderr(&out));
+    let again = ws.workroom(&["up"]);
+    assert!(again.status.success() && !stderr(&again).contains("began under"), "said once: {}", stderr(&again));
 
     // The killed `up`'s hook does not linger in the room beside the rerun:
     // the daemon ends what a host that went away started.
@@ -673,4 +678,189 @@ fn the_reference_cli_finds_a_room_made_by_workroom_and_runs_as_its_user() {
     assert_eq!(lines(&reference(&["echo", "ok"])), ["ok"]);
     assert_eq!(lines(&reference(&["sh", "-c", "id -un; pwd"])), ["dev".to_string(), ws.remote_folder()]);
     assert_eq!(ws.containers().len(), 1, "the reference CLI made no container of its own");
+}
+
+// ---------------------------------------------------------------------------
+// users the image lacks
+
+#[test]
+fn a_remote_user_the_image_lacks_is_refused_at_up_naming_the_users_it_has_and_leaves_nothing() {
+    let volume = Volume::new();
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "remoteUser": "ghost", "mounts": [volume.mount()] }));
+    let out = ws.workroom(&["up"]);
+    assert_refused(&out, &["`remoteUser` names user \"ghost\"", "the image's users are root", "removed again"]);
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert!(!volume.exists(), "the volume the create made is removed");
+}
+
+#[test]
+fn a_container_user_the_image_lacks_is_refused_at_up_and_leaves_nothing() {
+    let ws = Workspace::new(json!({ "image": DEBIAN, "containerUser": "nobody-here" }));
+    let out = ws.workroom(&["up"]);
+    assert_refused(&out, &["`containerUser` names user \"nobody-here\"", "dev"]);
+    assert_eq!(ws.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn four_concurrent_up_recreates_all_succeed_with_one_new_room_whose_hooks_ran_once() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "postCreateCommand": "echo ran >> /tmp/post-create.log" }));
+    ws.up();
+    let first = ws.containers();
+    let barrier = std::sync::Barrier::new(4);
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    ws.workroom(&["up", "--recreate"])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, out) in outs.iter().enumerate() {
+        assert!(out.status.success(), "up --recreate #{i} failed: {}", stderr(out));
+    }
+    let now = ws.containers();
+    assert_eq!(now.len(), 1, "one room for the workspace");
+    assert_ne!(now, first, "the room was recreated");
+    assert_eq!(docker_ok(&["exec", &now[0], "cat", "/tmp/post-create.log"]), "ran");
+}
+
+/// Starts `up` and SIGKILLs it the moment its room shows as created; true
+/// if the room was then still unstarted (the kill landed between create and
+/// start). Not SIGSTOP: a stopped client mid-upload holds the container's
+/// lock in the engine, and every inspect of it waits.
+fn kill_up_between_create_and_start(ws: &Workspace) -> bool {
+    use nix::sys::signal::{kill, Signal};
+    let mut up = ws.command(&["up"]);
+    up.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut up = up.spawn().expect("start up");
+    let pid = nix::unistd::Pid::from_raw(up.id() as i32);
+    let name = ws.room_name();
+    let state =
+        || String::from_utf8_lossy(&docker(&["inspect", "-f", "{{.State.Status}}", &name]).stdout).trim().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let caught = loop {
+        let now = state();
+        if now == "created" {
+            kill(pid, Signal::SIGKILL).unwrap();
+            up.wait().unwrap();
+            return state() == "created";
+        }
+        if now == "running" || std::time::Instant::now() > deadline {
+            break false;
+        }
+    };
+    kill(pid, Signal::SIGKILL).unwrap();
+    up.wait().unwrap();
+    caught
+}
+
+#[test]
+fn an_up_killed_before_its_room_started_is_taken_over_by_the_next_up() {
+    // The window between create and start is short: try a few rooms.
+    let ws = (0..8)
+        .map(|_| Workspace::image(BUSYBOX))
+        .find(kill_up_between_create_and_start)
+        .expect("never caught an up between its create and its start");
+    let out = output_within_guard(ws.command(&["up"]), None, std::time::Duration::from_secs(30));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("left unstarted by an `up` that died"), "{}", stderr(&out));
+    assert_eq!(ws.exec_ok(&["echo", "in"]), "in\n");
+    assert_eq!(ws.containers().len(), 1);
+}
+
+#[test]
+fn the_reference_cli_up_on_a_room_made_by_workroom_does_not_run_its_hooks_again() {
+    let ws = Workspace::new(json!({
+        "image": DEBIAN_USER,
+        "onCreateCommand": "echo onCreate >> hooks.log",
+        "postCreateCommand": "echo postCreate >> hooks.log",
+        "postStartCommand": "echo postStart >> hooks.log",
+    }));
+    ws.open_to_room_users();
+    ws.up();
+    assert_eq!(ws.read("hooks.log"), "onCreate\npostCreate\npostStart\n");
+    let (_unpacked, js) = reference_cli();
+    let mut node = Command::new("node");
+    node.arg(&js).args(["up", "--workspace-folder", &ws.folder()]);
+    let out = output_within(node, None);
+    assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(ws.containers().len(), 1, "the reference CLI made no container of its own");
+    assert_eq!(ws.read("hooks.log"), "onCreate\npostCreate\npostStart\n", "the reference ran our hooks again");
+}
+
+// ---------------------------------------------------------------------------
+// overrideCommand: false
+
+/// Polls `check` until it holds or `wait` passes; whether it held.
+fn within(wait: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_image_program_runs_in_its_workdir_and_is_restarted_and_shown_when_it_dies() {
+    let built = Built::new(
+        json!({ "overrideCommand": false }),
+        &format!(
+            "FROM {DEBIAN}\nLABEL {{label}}\nWORKDIR /srv/site\nRUN echo served-from-workdir > index.html\n\
+             CMD [\"python3\", \"-m\", \"http.server\", \"8000\", \"--bind\", \"127.0.0.1\"]\n"
+        ),
+    );
+    let ws = &built.ws;
+    let up = ws.workroom(&["up"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let fetch = || {
+        let script =
+            "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/index.html').read().decode().strip())";
+        let out = ws.exec(&["python3", "-c", script]);
+        stdout(&out).trim().to_string()
+    };
+    let wait = std::time::Duration::from_secs(30);
+    assert!(within(wait, || fetch() == "served-from-workdir"), "the program does not serve its WORKDIR: {:?}", fetch());
+
+    // Killed behind our back: restarted as Docker's policy would, and said.
+    ws.exec_ok(&["pkill", "-f", "^python3 -m http.server"]);
+    assert!(within(wait, || fetch() == "served-from-workdir"), "the program was not restarted");
+    let room = listed(&ws.room_name()).expect("the room is listed");
+    let program = room["program"].as_str().unwrap_or_default().to_string();
+    assert!(program.starts_with("running (pid ") && program.contains("restarted once"), "list says: {room}");
+    let up = ws.workroom(&["up"]);
+    assert!(stderr(&up).contains("the image's program running"), "up says: {}", stderr(&up));
+    let logs = ws.workroom(&["logs"]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    assert!(said.contains("program python3 exited") && said.contains("restarting it in"), "logs: {said}");
+}
+
+#[test]
+fn workroom_up_does_not_run_a_hook_the_reference_cli_already_ran_in_its_room() {
+    // postCreateCommand fails under workroom's first `up` (so it is due
+    // again), then the reference's `up` runs it to success.
+    let ws = Workspace::new(json!({
+        "image": DEBIAN_USER,
+        "postCreateCommand": "echo postCreate >> hooks.log; [ -e fail-no-more ] || { touch fail-no-more; exit 1; }",
+    }));
+    ws.open_to_room_users();
+    assert!(!ws.workroom(&["up"]).status.success(), "the first postCreateCommand fails");
+    assert_eq!(ws.read("hooks.log"), "postCreate\n");
+    let (_unpacked, js) = reference_cli();
+    let mut node = Command::new("node");
+    node.arg(&js).args(["up", "--workspace-folder", &ws.folder()]);
+    let out = output_within(node, None);
+    assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(ws.read("hooks.log"), "postCreate\npostCreate\n", "the reference ran the failed hook again");
+    let out = ws.workroom(&["up"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ws.read("hooks.log"), "postCreate\npostCreate\n", "workroom ran the reference's hook again");
+    assert!(stderr(&out).contains("[postCreateCommand] already run by the reference CLI"), "{}", stderr(&out));
 }

@@ -76,3 +76,16 @@ fn update_remote_user_uid_false_leaves_the_ids_alone() {
     let id = workroom_as_host_user(&ws, &["exec", "--", "id", "-u"]);
     assert_eq!(stdout(&id).trim(), "1000");
 }
+
+#[test]
+fn a_uid_with_no_passwd_entry_as_remote_user_says_why_it_cannot_take_the_host_uid() {
+    // What an image with `USER 1001` and no such user gives: a numeric
+    // remote user with no entry in /etc/passwd.
+    let ws = Workspace::new(serde_json::json!({ "image": DEBIAN, "containerUser": "1001" }));
+    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = workroom_as_host_user(&ws, &["up"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("uid 1001 has no entry in the image's /etc/passwd"), "{said}");
+    assert!(said.contains(&format!("host user's uid {HOST_UID}")) && said.contains("useradd -u 1001"), "{said}");
+}

@@ -55,9 +55,8 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
             child_args.extend(["--config".to_string(), cfg.display().to_string()]);
         }
         child_args.extend(a.args.iter().cloned());
-        if let Some(status) = forward::start_background(&room, &child_args)? {
-            print_started(&status);
-        }
+        let status = forward::background::start(&room, &child_args).await?;
+        forward::background::print_started(&status);
         return Ok(0);
     }
     let offer = match (&loaded, room_process) {
@@ -70,43 +69,13 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
     let plan = Plan {
         room,
         remote_user: found.remote_user(),
+        started_at: found.started_at().to_string(),
         container_id: found.id,
         forwards,
         offer,
         background: a.detached,
     };
     forward::run(&engine, plan).await
-}
-
-fn print_started(status: &state::Status) {
-    for f in &status.forwards {
-        eprintln!("{}: {} {}", status.room, f.forward, f.state);
-    }
-    if status.ssh_agent {
-        eprintln!("{}: ssh-agent forwarded", status.room);
-    }
-    if status.git_credentials {
-        eprintln!("{}: git credentials forwarded", status.room);
-    }
-}
-
-/// Starts the room's background forwarder from `up` when there is anything
-/// to carry: `forwardPorts`, or credentials the host can offer.
-pub fn start_for_up(loaded: &Loaded, room: &str) -> anyhow::Result<()> {
-    let offer = forward::host_offer(&loaded.workspace.local_folder);
-    if loaded.model.forward_ports.is_empty() && offer.ssh_agent.is_none() && !offer.git_credentials {
-        return Ok(());
-    }
-    let args = vec![
-        "--workspace-folder".to_string(),
-        loaded.workspace.local_folder.display().to_string(),
-        "--config".to_string(),
-        loaded.config_path.display().to_string(),
-    ];
-    if let Some(status) = forward::start_background(room, &args)? {
-        print_started(&status);
-    }
-    Ok(())
 }
 
 /// `workroom ports [ROOM]`: what every running forwarder carries.

@@ -4,7 +4,7 @@
 
 mod config_cmd;
 mod exec_cmd;
-pub mod forward_cmd;
+mod forward_cmd;
 mod rooms;
 mod shell_cmd;
 mod stdin_pump;

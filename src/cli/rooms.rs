@@ -40,6 +40,18 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
     // The peer anchor is infrastructure, not a room: hidden here, swept by `stop --all`.
     rooms.retain(|c| !peers::is_anchor(c.labels.as_ref()));
     rooms.sort_by_key(name);
+    // The image's program (overrideCommand: false) of each running room that
+    // has one: a link each, paid only by such rooms.
+    let mut programs = std::collections::HashMap::new();
+    for c in &rooms {
+        let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
+        let words: Vec<&str> = c.command.as_deref().unwrap_or("").split(' ').collect();
+        if running && room::program::has_program(&words) {
+            if let Some(line) = room::program::state(&engine, c.id.as_deref().unwrap_or_default()).await {
+                programs.insert(name(c), line);
+            }
+        }
+    }
     if as_json {
         let items: Vec<_> = rooms
             .iter()
@@ -51,6 +63,7 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
                     "image": c.image,
                     "workspace": label(c, labels::LOCAL_FOLDER),
                     "created": c.created,
+                    "program": programs.get(&name(c)),
                 })
             })
             .collect();
@@ -69,7 +82,15 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
             ]
         })
         .collect();
-    let out = format_list(&rows);
+    // The image's program (overrideCommand: false) gets a line under its room.
+    let mut out = String::new();
+    for (line, c) in format_list(&rows).lines().zip(std::iter::once(None).chain(rooms.iter().map(Some))) {
+        out.push_str(line);
+        out.push('\n');
+        if let Some(program) = c.and_then(|c| programs.get(&name(c))) {
+            out.push_str(&format!("  the image's program {program}\n"));
+        }
+    }
     output::print(&out)?;
     Ok(0)
 }

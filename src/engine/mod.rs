@@ -31,6 +31,10 @@ use std::time::Duration;
 /// engine is reported rather than waited on forever.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Pause before following the engine's events again after their stream
+/// broke (an engine restart): enough not to spin against a dead engine.
+const EVENTS_RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(1);
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("Docker didn't answer at {host} ({reason}). Is the engine running? Set DOCKER_HOST or a docker context to use another")]
@@ -171,6 +175,39 @@ impl Engine {
             .restart_container(id, None::<bollard::query_parameters::RestartContainerOptions>)
             .await
             .map_err(|e| self.map(format!("restart {id}"), format!("container {id}"), e))
+    }
+
+    /// Returns once the container is no longer running the start it had at
+    /// `started_at` (stopped, restarted, removed), from the engine's events:
+    /// an exec's stream cannot be trusted to end with the container (in a
+    /// peer room the engine keeps a dead exec's stream open, ADR 0005).
+    pub async fn wait_exit(&self, id: &str, started_at: &str) -> Result<(), EngineError> {
+        use futures_util::StreamExt;
+        let filters = HashMap::from([
+            ("container".to_string(), vec![id.to_string()]),
+            ("type".to_string(), vec!["container".to_string()]),
+            ("event".to_string(), vec!["die".to_string(), "destroy".to_string()]),
+        ]);
+        loop {
+            let options =
+                bollard::query_parameters::EventsOptions { filters: Some(filters.clone()), ..Default::default() };
+            let mut events = self.docker.events(Some(options));
+            // Subscribed first, then looked: an exit between the caller's
+            // inspect and the subscription is seen here, not missed.
+            let current = self.inspect_container(id).await?;
+            let same_start = current
+                .as_ref()
+                .and_then(|c| c.state.as_ref())
+                .is_some_and(|s| s.running == Some(true) && s.started_at.as_deref() == Some(started_at));
+            if !same_start {
+                return Ok(());
+            }
+            match events.next().await {
+                Some(Ok(_)) => return Ok(()),
+                // The stream broke or the engine closed it: look again.
+                Some(Err(_)) | None => tokio::time::sleep(EVENTS_RESUBSCRIBE_PAUSE).await,
+            }
+        }
     }
 
     /// Removes a container (forcibly, with its anonymous volumes if asked).

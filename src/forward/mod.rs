@@ -13,11 +13,13 @@
 //! `stop`/`down` end it at once. `workroom forward` runs more by hand.
 //!
 //! # Layout
+//! - [`background`]: the room's detached forwarder, which `up` keeps.
 //! - [`spec`]: what to forward (pure).
 //! - [`settings`]: `[forward]` opt-outs.
 //! - [`state`]: pid, log and status files; `workroom ports` reads them.
 //! - `host_credentials`: the host's side of ssh-agent and git credentials.
 
+pub mod background;
 mod host_credentials;
 pub mod settings;
 pub mod spec;
@@ -29,18 +31,11 @@ pub use host_credentials::Offer;
 use spec::Forward;
 use state::{ForwardState, Status};
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use workroomd::pipe;
 use workroomd::proto::{Link, Request, Response, RunRequest};
 use workroomd::room;
-
-/// How long `up` (or `forward --background`) waits for the detached
-/// forwarder to connect and bind its ports. Connecting is one `docker exec`
-/// (well under a second); past this something is wrong and the log says what.
-const BACKGROUND_READY_WAIT: Duration = Duration::from_secs(20);
 
 /// What a forwarder does for one room.
 #[derive(Debug, Clone)]
@@ -48,6 +43,8 @@ pub struct Plan {
     /// The container's name (state files are named by it).
     pub room: String,
     pub container_id: String,
+    /// The container's `State.StartedAt`: the start this forwarder serves.
+    pub started_at: String,
     pub remote_user: String,
     pub forwards: Vec<Forward>,
     pub offer: Offer,
@@ -84,7 +81,8 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
 
     let offered = offer_credentials(&room_link, &plan).await;
     if listeners.is_empty() && !offered {
-        anyhow::bail!("nothing to forward for {}: no port could be bound and no credentials are offered", plan.room);
+        let why: Vec<&str> = states.iter().map(|s| s.state.as_str()).collect();
+        anyhow::bail!("nothing to forward for {}: {}", plan.room, why.join("; "));
     }
     let status = Status {
         room: plan.room.clone(),
@@ -93,6 +91,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         forwards: states,
         ssh_agent: offered && plan.offer.ssh_agent.is_some(),
         git_credentials: offered && plan.offer.git_credentials,
+        started_at: plan.started_at.clone(),
     };
     state::write_status(&status)?;
 
@@ -113,6 +112,15 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     let code = tokio::select! {
         reason = link.closed() => {
             eprintln!("workroom: the link to {} closed ({reason}); forwards end", plan.room);
+            0
+        }
+        // The link alone does not tell: after a restart of a peer room the
+        // engine keeps the dead relay's stream open and the link hangs.
+        ended = engine.wait_exit(&plan.container_id, &plan.started_at) => {
+            match ended {
+                Ok(()) => eprintln!("workroom: {} stopped or restarted; forwards end (`workroom up` starts them again)", plan.room),
+                Err(e) => eprintln!("workroom: cannot follow {}: {e}; forwards end", plan.room),
+            }
             0
         }
         _ = term.recv() => 0,
@@ -214,12 +222,19 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str) {
 /// the workspace's settings.
 pub fn host_offer(workspace: &Path) -> Offer {
     let settings = settings::load(workspace);
-    let ssh_agent = settings
-        .ssh_agent
-        .then(|| std::env::var_os("SSH_AUTH_SOCK").filter(|v| !v.is_empty()).map(std::path::PathBuf::from))
-        .flatten();
+    let ssh_agent = settings.ssh_agent.then(agent_socket).flatten();
     let git_credentials = settings.git_credentials && host_credentials::host_git_has_helper();
     Offer { ssh_agent, git_credentials }
+}
+
+/// The host's ssh-agent a room's forwarder would offer, without asking git
+/// anything (no process spawned).
+pub fn host_ssh_agent(workspace: &Path) -> Option<std::path::PathBuf> {
+    settings::load(workspace).ssh_agent.then(agent_socket).flatten()
+}
+
+fn agent_socket() -> Option<std::path::PathBuf> {
+    std::env::var_os("SSH_AUTH_SOCK").filter(|v| !v.is_empty()).map(std::path::PathBuf::from)
 }
 
 /// Environment for commands in the room (exec, hooks) while the room's
@@ -233,65 +248,4 @@ pub fn room_env(room: &str) -> Vec<(String, String)> {
     } else {
         Vec::new()
     }
-}
-
-/// Starts the room's background forwarder unless one runs or there is
-/// nothing to carry. `forward_args` are the `workroom forward` arguments
-/// that find the room and its forwards again (the child reloads them).
-/// Returns the child's status once it is ready.
-pub fn start_background(room: &str, forward_args: &[String]) -> anyhow::Result<Option<Status>> {
-    use anyhow::Context as _;
-    use std::os::unix::process::CommandExt;
-    if let Some(pid) = state::background_pid(room) {
-        return Ok(state::read_status(room, pid));
-    }
-    std::fs::create_dir_all(state::dir()).with_context(|| format!("cannot make {}", state::dir().display()))?;
-    let log_path = state::log_file(room);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open {}", log_path.display()))?;
-    let exe = std::env::current_exe().context("cannot find the workroom executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("forward").arg("--detached").args(forward_args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    // SAFETY: setsid is async-signal-safe; in its own session the forwarder
-    // outlives the terminal `up` ran in and gets none of its signals.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start the background forwarder")?;
-    let pid = child.id();
-    std::fs::write(state::pid_file(room), format!("{pid}\n"))?;
-    let deadline = Instant::now() + BACKGROUND_READY_WAIT;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        if let Some(status) = state::read_status(room, pid) {
-            // Reaped by nobody: it is detached, and init adopts it when we exit.
-            std::mem::forget(child);
-            return Ok(Some(status));
-        }
-        if let Ok(Some(exit)) = child.try_wait() {
-            let _ = std::fs::remove_file(state::pid_file(room));
-            let tail = log_tail(&log_path);
-            anyhow::bail!("the background forwarder for {room} ended ({exit}): {tail}");
-        }
-        if Instant::now() > deadline {
-            anyhow::bail!(
-                "the background forwarder for {room} was not ready within {} s; see {}",
-                BACKGROUND_READY_WAIT.as_secs(),
-                log_path.display()
-            );
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(100));
-    }
-}
-
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no output)").to_string()
 }

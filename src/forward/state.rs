@@ -32,6 +32,10 @@ pub struct Status {
     pub ssh_agent: bool,
     #[serde(default)]
     pub git_credentials: bool,
+    /// The room's `State.StartedAt` when the forwarder linked to it: a
+    /// forwarder of an earlier start is stale.
+    #[serde(default)]
+    pub started_at: String,
 }
 
 pub fn dir() -> PathBuf {

@@ -29,6 +29,8 @@ pub struct ImageFacts {
     pub cmd: Vec<String>,
     /// Its `devcontainer.metadata` label, as written.
     pub metadata: Option<String>,
+    /// The image's `WORKDIR`, where its program starts.
+    pub working_dir: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,6 +177,11 @@ pub fn plan_with_peers(
             let user = run.user.clone().or_else(|| merged.container_user.clone()).or_else(|| facts.user.clone());
             if let Some(user) = user.filter(|u| !u.is_empty()) {
                 entrypoint.extend(["--program-user".to_string(), user]);
+            }
+            // The container's own working folder stays `/` (the daemon's);
+            // the program starts where Docker would start it.
+            if let Some(dir) = facts.working_dir.clone().filter(|d| !d.is_empty()) {
+                entrypoint.extend(["--program-cwd".to_string(), dir]);
             }
             entrypoint.push("--".into());
             entrypoint.extend(program);

@@ -63,6 +63,18 @@ fn override_command_false_hands_the_image_program_to_the_daemon_as_the_container
 }
 
 #[test]
+fn the_image_program_starts_in_the_images_workdir_while_the_container_stays_at_the_root() {
+    let (_d, l) = loaded(r#"{"image": "i", "overrideCommand": false}"#);
+    let facts = ImageFacts { cmd: vec!["serve".into()], working_dir: Some("/srv/app".into()), ..Default::default() };
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(
+        p.body.entrypoint.unwrap(),
+        ["/.workroom/bin/workroomd", "serve", "--program-cwd", "/srv/app", "--", "serve"]
+    );
+    assert_eq!(p.body.working_dir.as_deref(), Some("/"));
+}
+
+#[test]
 fn the_image_program_does_not_run_by_default() {
     let (_d, l) = loaded(r#"{"image": "i"}"#);
     let facts = ImageFacts { entrypoint: vec!["/init".into()], ..Default::default() };

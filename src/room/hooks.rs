@@ -7,12 +7,17 @@
 //! - postStart: once per container start (the daemon's boot id);
 //! - postAttach: on every attach.
 //!
-//! "Once" is kept by markers in the daemon, claimed with a compare-and-set,
-//! so concurrent `up`s of one room run each hook once: the one whose claim
-//! wins runs it, the others wait for its marker to say done. A failed hook
-//! releases its claim, so the next `up` tries it again, and later hooks do
-//! not run.
+//! "Once" is kept by markers in the daemon, one per hook, claimed with a
+//! compare-and-set, so concurrent `up`s of one room run each hook once: the
+//! one whose claim wins runs it, the others wait for its marker to say done.
+//! A hook that fails releases its claim, so the next `up` tries it again,
+//! and later hooks do not run. A hook whose `up` died while running it (the
+//! claim is abandoned) is not run again: the claim is the record that it
+//! began, as the reference CLI's marker file is (ADR 0004). Beside ours,
+//! the reference's marker files are written and read, so `devcontainer up`
+//! on a room of ours does not run what we ran, nor we what it ran.
 
+use super::reference_markers as reference;
 use crate::config::{substitute, Command, Hook, Loaded};
 use crate::link::RoomLink;
 use crate::plan::metadata::{Merged, Origin};
@@ -22,15 +27,39 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use workroomd::proto::RunRequest;
 
-/// The once-per-container hooks, run in this order, share one marker.
+/// The once-per-container hooks, in this order; each has its own marker,
+/// named after its property.
 const CREATE_HOOKS: [Hook; 3] = [Hook::OnCreate, Hook::UpdateContent, Hook::PostCreate];
-const CREATE_MARKER: &str = "create-hooks";
+/// The one marker of rooms made before each hook had its own: `done` means
+/// all three ran.
+const LEGACY_CREATE_MARKER: &str = "create-hooks";
+/// `updateRemoteUserUID`, once per container. It is idempotent, so a claim
+/// its `up` abandoned is taken over and it runs again.
+const UID_MARKER: &str = "update-remote-user-uid";
 const START_MARKER: &str = "post-start";
 const DONE: &str = "done";
 
 /// How long an `up` waits for another `up`'s hooks. Hooks install
 /// dependencies and may take long; a claim older than this is taken over.
 const CLAIM_WAIT: Duration = Duration::from_secs(30 * 60);
+
+/// What a claim whose `up` died means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnAbandoned {
+    /// The work is safe to repeat: run it again.
+    RunAgain,
+    /// The work began and may have half-happened: never run it twice.
+    Interrupted,
+}
+
+/// How a `once` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Once {
+    /// Done, by us or by another `up`.
+    Done,
+    /// Begun by an `up` that died; marked done without running it again.
+    Interrupted,
+}
 
 pub struct HookContext<'a> {
     pub loaded: &'a Loaded,
@@ -39,6 +68,10 @@ pub struct HookContext<'a> {
     pub user: String,
     pub env: BTreeMap<String, String>,
     pub cwd: String,
+    /// The container's `Created` and `State.StartedAt`, as the reference
+    /// CLI writes them into its marker files.
+    pub created_at: String,
+    pub started_at: String,
 }
 
 impl<'a> HookContext<'a> {
@@ -51,26 +84,67 @@ impl<'a> HookContext<'a> {
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), substitute::substitute_str(&ctx, v.as_ref()?).unwrap_or_default())))
             .collect();
-        HookContext { loaded, metadata, user: user.to_string(), env, cwd: loaded.workspace.folder.clone() }
+        HookContext {
+            loaded,
+            metadata,
+            user: user.to_string(),
+            env,
+            cwd: loaded.workspace.folder.clone(),
+            created_at: String::new(),
+            started_at: String::new(),
+        }
     }
 }
 
 pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) -> anyhow::Result<()> {
+    let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
     let status = link.status().await?;
-    if once(link, CREATE_MARKER, None, DONE, || async {
-        update_remote_user_uid(link, ctx).await?;
-        for hook in CREATE_HOOKS {
-            run_hook(link, ctx, hook).await?;
+    let markers = link.markers().await?;
+    let done = |key: &str| markers.get(key).map(String::as_str) == Some(DONE);
+    let legacy_done = done(LEGACY_CREATE_MARKER);
+    let create_due = !legacy_done && CREATE_HOOKS.iter().any(|h| has(*h) && !done(h.property()));
+    let started_for = markers.get(START_MARKER).cloned();
+    let start_due = started_for.as_deref() != Some(&status.boot_id);
+    let theirs = match create_due || start_due {
+        true => reference::read(link, &ctx.user).await,
+        false => Default::default(),
+    };
+    if !legacy_done {
+        if !done(UID_MARKER) {
+            once(link, UID_MARKER, None, DONE, OnAbandoned::RunAgain, || update_remote_user_uid(link, ctx)).await?;
         }
-        Ok(())
-    })
-    .await?
-    {
-        // Ran or already done.
+        for hook in CREATE_HOOKS {
+            if !has(hook) || done(hook.property()) {
+                continue;
+            }
+            let ran_by_reference = reference::ran(&theirs, hook, &ctx.created_at);
+            let outcome = once(link, hook.property(), None, DONE, OnAbandoned::Interrupted, || async {
+                if ran_by_reference {
+                    eprintln!("[{}] already run by the reference CLI (devcontainer up)", hook.property());
+                    return Ok(());
+                }
+                run_recorded(link, ctx, hook, &ctx.created_at).await
+            })
+            .await?;
+            say_interrupted(outcome, hook);
+        }
     }
-    let started_for = link.markers().await?.get(START_MARKER).cloned();
-    if started_for.as_deref() != Some(&status.boot_id) {
-        once(link, START_MARKER, started_for, &status.boot_id, || run_hook(link, ctx, Hook::PostStart)).await?;
+    if start_due {
+        let ran_by_reference = reference::ran(&theirs, Hook::PostStart, &ctx.started_at);
+        // postStart runs at every start, so it is made to be repeated; and an
+        // abandoned claim may be of an earlier start, which says nothing
+        // about this one.
+        once(link, START_MARKER, started_for, &status.boot_id, OnAbandoned::RunAgain, || async {
+            if !has(Hook::PostStart) {
+                Ok(())
+            } else if ran_by_reference {
+                eprintln!("[postStartCommand] already run by the reference CLI (devcontainer up)");
+                Ok(())
+            } else {
+                run_recorded(link, ctx, Hook::PostStart, &ctx.started_at).await
+            }
+        })
+        .await?;
     }
     if post_attach {
         run_hook(link, ctx, Hook::PostAttach).await?;
@@ -89,6 +163,27 @@ async fn run_hook(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook) -> anyhow:
     Ok(())
 }
 
+/// Runs a hook with the reference's marker file written first, as the
+/// reference does; a failed hook takes the file back, since it is to run
+/// again (our claim is released too).
+async fn run_recorded(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, time: &str) -> anyhow::Result<()> {
+    reference::write(link, &ctx.user, hook, time).await;
+    let result = run_hook(link, ctx, hook).await;
+    if result.is_err() {
+        reference::forget(link, &ctx.user, hook).await;
+    }
+    result
+}
+
+fn say_interrupted(outcome: Once, hook: Hook) {
+    if outcome == Once::Interrupted {
+        eprintln!(
+            "warning: {} began under an `up` that died before it ended; it is not run twice (`workroom up --recreate` makes the room afresh)",
+            hook.property()
+        );
+    }
+}
+
 /// `updateRemoteUserUID` (default true on Linux): before the first hook, the
 /// remote user gets the host user's uid and gid, so files in the workspace
 /// mount have one owner on both sides. Skipped, as the reference does, for
@@ -97,7 +192,16 @@ async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyho
     let wanted = ctx.metadata.update_remote_user_uid.unwrap_or(true);
     let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let numeric = ctx.user.chars().all(|c| c.is_ascii_digit());
-    if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || numeric || uid == 0 {
+    if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || uid == 0 {
+        return Ok(());
+    }
+    if numeric {
+        // As the reference: a uid is not remapped. Said, since the workspace
+        // then has two owners and a hook writing to it fails.
+        let (passwd, _) = link.users().await?;
+        if let Some(note) = super::users::numeric_user_note(&ctx.user, uid, &passwd) {
+            eprintln!("warning: {note}");
+        }
         return Ok(());
     }
     let request = RunRequest {
@@ -120,9 +224,17 @@ async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyho
 }
 
 /// Runs `work` unless the marker already says `done`, claiming the marker
-/// first (from `expected`) so that only one caller runs it. Returns whether
-/// the work is done (by us or another).
-async fn once<F, Fut>(link: &RoomLink, key: &str, expected: Option<String>, done: &str, work: F) -> anyhow::Result<bool>
+/// first (from `expected`) so that only one caller runs it. A claim left by
+/// an `up` that died is taken over (`RunAgain`) or marked done unrun
+/// (`Interrupted`).
+async fn once<F, Fut>(
+    link: &RoomLink,
+    key: &str,
+    expected: Option<String>,
+    done: &str,
+    on_abandoned: OnAbandoned,
+    work: F,
+) -> anyhow::Result<Once>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
@@ -141,7 +253,13 @@ where
             break;
         }
         match current.as_deref() {
-            Some(v) if v == done => return Ok(true),
+            Some(v) if v == done => return Ok(Once::Done),
+            Some(v) if v.starts_with("running:") && is_abandoned(v) && on_abandoned == OnAbandoned::Interrupted => {
+                let (applied, _) = link.set_marker(key, Some(done.to_string()), current.clone()).await?;
+                if applied {
+                    return Ok(Once::Interrupted);
+                }
+            }
             Some(v) if v.starts_with("running:") && !is_abandoned(v) && Instant::now() < deadline => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
@@ -153,7 +271,7 @@ where
     match work().await {
         Ok(()) => {
             link.set_marker(key, Some(done.to_string()), Some(claim)).await?;
-            Ok(true)
+            Ok(Once::Done)
         }
         Err(e) => {
             // Release the claim so the next `up` tries again.

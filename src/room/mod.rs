@@ -1,6 +1,7 @@
 //! A room's life on the engine: `up` (image, create, daemon upload, start,
 //! hooks), and finding, listing and stopping rooms.
 
+pub mod creating;
 pub mod daemon;
 pub mod features;
 pub mod handoff;
@@ -9,10 +10,13 @@ pub mod image;
 pub mod nested;
 pub mod peers;
 pub mod probe;
+pub mod program;
 pub mod ready;
+mod reference_markers;
 mod requirements;
 pub mod resolve;
 pub mod up;
+pub mod users;
 
 use crate::engine::{Engine, EngineError};
 use crate::plan::labels;

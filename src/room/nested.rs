@@ -341,13 +341,14 @@ pub fn refusal(facts: &RoomFacts, podman_error: &str) -> String {
     }
 }
 
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(super) struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
 }
 
-async fn capture(link: &RoomLink, request: RunRequest) -> anyhow::Result<Output> {
+/// Runs a command in the room and collects its output and exit code.
+pub(super) async fn capture(link: &RoomLink, request: RunRequest) -> anyhow::Result<Output> {
     let handle = link.run(RunRequest { stdin: false, ..request }).await?;
     let _ = handle.send_eof().await;
     let (mut out, mut err, mut code) = (Vec::new(), Vec::new(), None);

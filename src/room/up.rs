@@ -5,9 +5,10 @@
 //! A refused `up` leaves nothing behind: a container it created is removed,
 //! with the named volumes the engine made for it.
 
-use super::{daemon, hooks, image, peers, ready};
+use super::{creating, daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
+use crate::forward::background::Check;
 use crate::link::RoomLink;
 use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
@@ -66,15 +67,19 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     let mut existing = engine.inspect_container(&name).await?;
     if let (Some(c), true) = (&existing, options.recreate) {
         eprintln!("removing {name} to recreate it");
-        engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
+        remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await?;
         existing = None;
     }
-    let (container, created, prepared, made_with) = match existing {
-        Some(c) => (c, false, None, None),
-        None => match create_room(engine, loaded, &name, options, &names).await? {
-            Created::Ours(c, prepared, metadata) => (c, true, prepared, Some(*metadata)),
-            Created::Theirs(c) => (c, false, None, None),
-        },
+    let (container, created, prepared, made) = loop {
+        match existing.take() {
+            // Being made by another `up`, or left half-made by a dead one.
+            Some(c) if is_created(&c) => existing = settle_created(engine, &c, &name).await?,
+            Some(c) => break (c, false, None, None),
+            None => match create_room(engine, loaded, &name, options, &names).await? {
+                Created::Ours(c, prepared, made) => break (c, true, prepared, Some(made)),
+                Created::Theirs(c) => existing = Some(c),
+            },
+        }
     };
     check_compatible(&container, loaded, &name)?;
     if !created {
@@ -115,14 +120,38 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
                 .hook(Hook::PostAttach)
                 .is_empty());
     if running && !created && !attach_due && ready::is_done(&id, &started_at) {
+        // State files only: a forwarder that died or belongs to an earlier
+        // start is replaced without a daemon link.
+        keep_forwarder(loaded, &name, &started_at, Check::Fast).await;
+        // Only rooms that run the image's program pay a link for its state.
+        let entrypoint = container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
+        if super::program::has_program(&entrypoint) {
+            if let Some(line) = super::program::state(engine, &id).await {
+                eprintln!("{name}: the image's program {line}");
+            }
+        }
         return Ok(result(false));
     }
     if !running {
         peers::wake_anchor(engine, &container).await;
     }
     ensure_running(engine, &container, &name).await?;
+    let started_at = match running {
+        true => started_at,
+        false => engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at).unwrap_or_default(),
+    };
 
-    let link = wait_for_daemon(engine, &id).await?;
+    let (made_with, made_link) = match made {
+        Some(made) => {
+            let (metadata, link) = *made;
+            (Some(metadata), Some(link))
+        }
+        None => (None, None),
+    };
+    let link = match made_link {
+        Some(link) => link,
+        None => wait_for_daemon(engine, &id).await?,
+    };
     if nested {
         // Before the hooks, so they can use podman; the storage tmpfs is
         // empty after every start, so this runs at each one.
@@ -136,8 +165,10 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         None => image_metadata(engine, loaded, &container, &name).await?,
     };
     // Before the hooks, so they can use the forwarded credentials.
-    crate::cli::forward_cmd::start_for_up(loaded, &name)?;
+    keep_forwarder(loaded, &name, &started_at, Check::Full).await;
     let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &remote_user, &container_env);
+    ctx.created_at = container.created.clone().unwrap_or_default();
+    ctx.started_at = started_at.clone();
     ctx.env.extend(crate::forward::room_env(&name));
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.
@@ -159,14 +190,51 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
         ready::mark_done(&id, &started, probed.as_ref());
     }
+    if let Some(line) = link.status().await.ok().as_ref().and_then(super::program::describe) {
+        eprintln!("{name}: the image's program {line}");
+    }
     super::handoff::advise(&link).await;
     Ok(result(created))
 }
 
+/// Removes the room `up --recreate` replaces. Concurrent recreates race to
+/// remove it: the engine refuses all but one (409, removal in progress), and
+/// those wait for it to be gone, then race to create, where one wins and the
+/// others use its room. Removing by id never touches the winner's new room.
+async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<()> {
+    match engine.remove(id, false).await {
+        Ok(()) => return Ok(()),
+        Err(EngineError::Refused { status: 409, .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let deadline = Instant::now() + PEER_CREATE_WAIT;
+    let mut pause = Duration::from_millis(20);
+    while engine.inspect_container(id).await?.is_some() {
+        if Instant::now() >= deadline {
+            bail!("another `up --recreate` has been removing {id} for {} s; try again", PEER_CREATE_WAIT.as_secs());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// Starts the room's background forwarder when it has none for this start
+/// and there is something to carry. A forwarder that cannot start (every
+/// port taken) is a warning: the room and its hooks do not depend on it.
+async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, check: Check) {
+    match crate::forward::background::ensure_for_up(loaded, name, started_at, check).await {
+        Ok(Some(status)) => crate::forward::background::print_started(&status),
+        Ok(None) => {}
+        Err(e) => eprintln!("warning: {name}: ports and credentials are not forwarded: {e:#}"),
+    }
+}
+
 enum Created {
     /// We made it: our create won (with what peer messaging gave it, and
-    /// the metadata it was made with).
-    Ours(ContainerInspectResponse, Option<peers::Prepared>, Box<RoomMetadata>),
+    /// the metadata it was made with, and the link its users were checked
+    /// over).
+    Ours(ContainerInspectResponse, Option<peers::Prepared>, Box<(RoomMetadata, RoomLink)>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -227,7 +295,9 @@ async fn create_room(
     for w in metadata.warnings.iter().chain(&plan.warnings) {
         eprintln!("warning: {w}");
     }
-    plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
+    let plan_labels = plan.body.labels.get_or_insert_with(Default::default);
+    plan_labels.extend(peer_plan::scope_labels(names));
+    plan_labels.insert(creating::CREATOR_HOST_LABEL.to_string(), creating::host_name());
     super::requirements::apply(engine, loaded, &mut plan).await;
     let binary = daemon::binary()?;
     let upload_folder = plan.upload_folder();
@@ -244,6 +314,9 @@ async fn create_room(
     // The engine reserves the name before the container can be inspected, so
     // for a moment the name is taken yet "no such container"; and a peer's
     // failed `up` removes what it made. Either way: look again, or create.
+    // Held until the room has started (or is removed again): a waiter that
+    // can take it knows this `up` died and takes the room over.
+    let _creator = wait_for_creator_lock(name).await?;
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(10);
     let id = loop {
@@ -265,11 +338,14 @@ async fn create_room(
     let prepared = async {
         engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
         engine.start(&id).await.map_err(|e| blamed(loaded, e))?;
-        engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))
+        let link = wait_for_daemon(engine, &id).await?;
+        check_users(&link, loaded, &metadata.merged).await?;
+        let c = engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))?;
+        anyhow::Ok((c, link))
     }
     .await;
     match prepared {
-        Ok(c) => Ok(Created::Ours(c, peer_setup, Box::new(metadata))),
+        Ok((c, link)) => Ok(Created::Ours(c, peer_setup, Box::new((metadata, link)))),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
@@ -311,6 +387,21 @@ fn blamed(loaded: &Loaded, e: EngineError) -> anyhow::Error {
         },
         _ => e.into(),
     }
+}
+
+/// The users the config names must be the image's: one missing would make
+/// every exec, pane and hook fail, so the room is refused (and removed).
+async fn check_users(link: &RoomLink, loaded: &Loaded, m: &metadata::Merged) -> anyhow::Result<()> {
+    let wanted: Vec<(&'static str, &str)> = [("remoteUser", &m.remote_user), ("containerUser", &m.container_user)]
+        .into_iter()
+        .filter_map(|(property, user)| Some((property, user.as_deref().filter(|u| !u.is_empty())?)))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let (passwd, groups) = link.users().await?;
+    super::users::check(&loaded.config_path.display().to_string(), &wanted, &passwd, &groups)?;
+    Ok(())
 }
 
 fn label<'a>(c: &'a ContainerInspectResponse, key: &str) -> Option<&'a str> {
@@ -364,11 +455,16 @@ async fn check_peer_drift(
     Ok(())
 }
 
+fn is_created(c: &ContainerInspectResponse) -> bool {
+    c.state.as_ref().and_then(|s| s.status) == Some(ContainerStateStatusEnum::CREATED)
+}
+
 async fn ensure_running(engine: &Engine, c: &ContainerInspectResponse, name: &str) -> anyhow::Result<()> {
     let status = c.state.as_ref().and_then(|s| s.status);
     match status {
         Some(ContainerStateStatusEnum::RUNNING) => Ok(()),
-        Some(ContainerStateStatusEnum::CREATED) => wait_started_by_peer(engine, name).await,
+        // Settled before we get here; seen only if it changed since.
+        Some(ContainerStateStatusEnum::CREATED) => bail!("{name} is being made by another `up`; run `up` again"),
         Some(ContainerStateStatusEnum::PAUSED) => {
             bail!("{name} is paused; `docker unpause {name}` first")
         }
@@ -381,21 +477,55 @@ async fn ensure_running(engine: &Engine, c: &ContainerInspectResponse, name: &st
 
 /// A container in `created` state is one another `up` is preparing (the
 /// daemon is uploaded before the first start); starting it ourselves could
-/// start it without its daemon. Wait for it instead.
-async fn wait_started_by_peer(engine: &Engine, name: &str) -> anyhow::Result<()> {
+/// start it without its daemon. Wait for it to start, unless its creator on
+/// this host is gone (its lock is free): then nobody will start it, so it
+/// is removed and `None` says to make the room afresh. Never-started rooms
+/// hold nothing of the user's (no hook ran).
+async fn settle_created(
+    engine: &Engine,
+    c: &ContainerInspectResponse,
+    name: &str,
+) -> anyhow::Result<Option<ContainerInspectResponse>> {
+    let id = c.id.clone().unwrap_or_else(|| name.to_string());
+    let ours = label(c, creating::CREATOR_HOST_LABEL) == Some(creating::host_name().as_str());
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(20);
     loop {
-        let c = engine.inspect_container(name).await?.with_context(|| format!("{name} vanished while starting"))?;
-        match c.state.as_ref().and_then(|s| s.status) {
-            Some(ContainerStateStatusEnum::CREATED) if Instant::now() < deadline => {}
-            Some(ContainerStateStatusEnum::CREATED) => bail!(
-                "{name} was created but never started (an interrupted `up`?); `workroom down` it and run `up` again"
-            ),
-            _ => return Ok(()),
+        let lock = if ours { creating::try_lock(name) } else { creating::Lock::Busy };
+        let Some(now) = engine.inspect_container(&id).await? else { return Ok(None) };
+        if !is_created(&now) {
+            return Ok(Some(now));
+        }
+        if let creating::Lock::Held(_held) = lock {
+            // Looked at while holding the lock, so no creator can be midway.
+            eprintln!("{name} was left unstarted by an `up` that died; making it again");
+            remove_for_recreate(engine, &id).await?;
+            return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            bail!("{name} was created but never started (an interrupted `up` on another host?); `workroom down` it and run `up` again");
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The creator lock for making `name`; another `up` of this host may hold
+/// it for the moment its create and start take.
+async fn wait_for_creator_lock(name: &str) -> anyhow::Result<Option<creating::CreatorLock>> {
+    let deadline = Instant::now() + PEER_CREATE_WAIT;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match creating::try_lock(name) {
+            creating::Lock::Held(lock) => return Ok(Some(lock)),
+            creating::Lock::Unavailable => return Ok(None),
+            // A creator stuck for a minute: go on unlocked; the create's
+            // own 409 handling still keeps one room.
+            creating::Lock::Busy if Instant::now() >= deadline => return Ok(None),
+            creating::Lock::Busy => {}
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 

@@ -33,7 +33,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use workroomd::proto::{HandOffOutcome, ProgramStatus, Response, StreamError, StreamHandle};
+use workroomd::proto::{ExitStatus, HandOffOutcome, ProgramStatus, Response, StreamError, StreamHandle};
 use workroomd::room;
 
 /// Names the table file for the new daemon.
@@ -312,8 +312,9 @@ pub fn take_inherited() -> Option<Inherited> {
     Some(Inherited { listener, table })
 }
 
-/// Adopts the handed-over panes and supervised program.
-pub fn restore(inherited: Inherited, state: &Arc<State>) {
+/// Adopts the handed-over panes; returns the supervised program's pid, for
+/// the supervisor to adopt.
+pub fn restore(inherited: Inherited) -> Option<u32> {
     for entry in inherited.table.panes {
         if !is_open(entry.master_fd) {
             eprintln!("workroomd: pane {}: its pty fd {} did not survive the hand-off", entry.name, entry.master_fd);
@@ -336,22 +337,23 @@ pub fn restore(inherited: Inherited, state: &Arc<State>) {
             Err(e) => eprintln!("workroomd: pane {}: cannot adopt: {e}", entry.name),
         }
     }
-    if let Some(pid) = inherited.table.program_pid {
-        *state.program.lock().expect("program lock") = ProgramStatus::Running { pid };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
-            let mut poll = tokio::time::interval(Duration::from_millis(500));
-            loop {
-                if let Some(status) = pane::try_wait(pid as i32) {
-                    *state.program.lock().expect("program lock") = ProgramStatus::Exited(status);
-                    return;
-                }
-                tokio::select! {
-                    _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
-                    _ = poll.tick() => {}
-                }
-            }
-        });
+    // The supervisor (serve.rs) waits for it and restarts it.
+    inherited.table.program_pid
+}
+
+/// Waits for a program a handed-over daemon left running: not our child by
+/// `tokio::process`, so reaped by pid, woken by SIGCHLD (polled as well, in
+/// case the signal was taken by another waiter).
+pub async fn wait_adopted(pid: u32) -> ExitStatus {
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+    let mut poll = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        if let Some(status) = pane::try_wait(pid as i32) {
+            return status;
+        }
+        tokio::select! {
+            _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+            _ = poll.tick() => {}
+        }
     }
 }

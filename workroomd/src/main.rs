@@ -2,7 +2,8 @@
 //! (busybox-only, alpine, distroless) with no libc, no NSS and no shell.
 //!
 //! Subcommands:
-//! - `serve [--entrypoint CMD]... [--program-user U] [-- ARGV]`: the room's main process (under Docker's init).
+//! - `serve [--entrypoint CMD]... [--program-user U] [--program-cwd DIR] [-- ARGV]`: the room's main
+//!   process (under Docker's init); runs and restarts the image's program when given one.
 //! - `relay`: stdio ⇄ the daemon socket, for `docker exec -i`.
 //! - `anchor`: PID 1 of the peer anchor; reaps zombies.
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.

@@ -10,6 +10,7 @@ use crate::{bootid, spawn};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use workroomd::proto::{Event, ExitStatus, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle};
@@ -19,15 +20,25 @@ use workroomd::room;
 /// frame (under the cap), so a chatty program costs few frames.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Docker's delays for restarting a container under `unless-stopped`, which
+/// the image's program would have as the main process: 100 ms, doubled
+/// after each restart up to a minute, and back to 100 ms once a run lasted
+/// 10 s (moby's restartmanager).
+const RESTART_FIRST_DELAY: Duration = Duration::from_millis(100);
+const RESTART_MAX_DELAY: Duration = Duration::from_secs(60);
+const RESTART_RESET_AFTER: Duration = Duration::from_secs(10);
+
 pub struct Options {
     pub program_user: Option<String>,
+    /// The image's `WORKDIR`, where Docker would start the program.
+    pub program_cwd: Option<String>,
     pub program: Vec<String>,
     /// Metadata entrypoints, run at each start before serving.
     pub entrypoints: Vec<String>,
 }
 
 pub fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { program_user: None, program: Vec::new(), entrypoints: Vec::new() };
+    let mut options = Options { program_user: None, program_cwd: None, program: Vec::new(), entrypoints: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -37,6 +48,10 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
             }
             "--entrypoint" => {
                 options.entrypoints.push(args.get(i + 1).ok_or("--entrypoint needs a command")?.clone());
+                i += 2;
+            }
+            "--program-cwd" => {
+                options.program_cwd = Some(args.get(i + 1).ok_or("--program-cwd needs a folder")?.clone());
                 i += 2;
             }
             "--" => {
@@ -87,15 +102,16 @@ async fn serve(options: Options) -> i32 {
     crate::handoff::set_listener_fd(std::os::fd::AsRawFd::as_raw_fd(&listener));
     let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
     eprintln!("workroomd {} serving (boot {})", workroomd::VERSION, state.boot_id);
-    match inherited {
+    let adopted = match inherited {
         // A hand-off: the panes and the program run on; adopt them.
-        Some(inherited) => crate::handoff::restore(inherited, &state),
+        Some(inherited) => crate::handoff::restore(inherited),
         None => {
             crate::panes::load_ended(&state.boot_id, state.started_at_unix_ms);
-            if !options.program.is_empty() {
-                tokio::spawn(supervise(state.clone(), options));
-            }
+            None
         }
+    };
+    if !options.program.is_empty() {
+        tokio::spawn(supervise(state.clone(), options, adopted));
     }
     tokio::spawn(crate::panes::keep_screens(state.boot_id.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -317,37 +333,73 @@ fn kill_group(child: &mut tokio::process::Child) {
     let _ = child.start_kill();
 }
 
-/// Runs the image's program (`overrideCommand: false`) and keeps its status.
-/// Its output goes to the daemon's own, which is the container log.
-async fn supervise(state: Arc<State>, options: Options) {
+/// Runs the image's program (`overrideCommand: false`) as Docker would run
+/// it as the main process (its user, `WORKDIR` and the container's env),
+/// keeps its status, and restarts it when it ends, with the delays of the
+/// room's `unless-stopped` policy. Its output goes to the daemon's own,
+/// which is the container log, and so do its exits and restarts.
+/// `adopted` is a program a handed-over daemon left running.
+async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>) {
     let user = match options.program_user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
         Err(e) => {
+            eprintln!("workroomd: program: user {}: {e}", options.program_user.unwrap_or_default());
             *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e };
             return;
         }
     };
     let env = std::collections::BTreeMap::new();
-    let spawned = spawn::command(&options.program, user.as_ref(), &env, Some("/"), false).and_then(|mut c| {
-        c.stdin(std::process::Stdio::null()).spawn().map_err(|e| format!("cannot run {}: {e}", options.program[0]))
-    });
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(message) => {
-            eprintln!("workroomd: program: {message}");
-            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message };
-            return;
+    let cwd = options.program_cwd.as_deref().filter(|c| !c.is_empty()).unwrap_or("/");
+    let mut delay = RESTART_FIRST_DELAY;
+    loop {
+        let began = std::time::Instant::now();
+        let exit = match adopted.take() {
+            Some(pid) => {
+                *state.program.lock().expect("program lock") = ProgramStatus::Running { pid };
+                crate::handoff::wait_adopted(pid).await
+            }
+            None => {
+                let spawned =
+                    spawn::command(&options.program, user.as_ref(), &env, Some(cwd), false).and_then(|mut c| {
+                        c.stdin(std::process::Stdio::null())
+                            .spawn()
+                            .map_err(|e| format!("cannot run {}: {e}", options.program[0]))
+                    });
+                let mut child = match spawned {
+                    Ok(c) => c,
+                    // As Docker: a program that cannot start is not retried.
+                    Err(message) => {
+                        eprintln!("workroomd: program: {message}");
+                        *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message };
+                        return;
+                    }
+                };
+                *state.program.lock().expect("program lock") = ProgramStatus::Running { pid: child.id().unwrap_or(0) };
+                use std::os::unix::process::ExitStatusExt;
+                match child.wait().await {
+                    Ok(s) => ExitStatus { code: s.code(), signal: s.signal() },
+                    Err(_) => ExitStatus { code: None, signal: None },
+                }
+            }
+        };
+        *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit);
+        if began.elapsed() >= RESTART_RESET_AFTER {
+            delay = RESTART_FIRST_DELAY;
         }
-    };
-    *state.program.lock().expect("program lock") = ProgramStatus::Running { pid: child.id().unwrap_or(0) };
-    let status = child.wait().await;
-    use std::os::unix::process::ExitStatusExt;
-    let exit = match status {
-        Ok(s) => ExitStatus { code: s.code(), signal: s.signal() },
-        Err(_) => ExitStatus { code: None, signal: None },
-    };
-    eprintln!("workroomd: program ended: {exit:?}");
-    *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit);
+        let restarts = state.program_restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let how = match (exit.code, exit.signal) {
+            (Some(code), _) => format!("with code {code}"),
+            (None, Some(signal)) => format!("by signal {signal}"),
+            (None, None) => "(status unknown)".to_string(),
+        };
+        eprintln!(
+            "workroomd: program {} exited {how}; restarting it in {} ms (restart {restarts}, as the room's unless-stopped policy would)",
+            options.program[0],
+            delay.as_millis()
+        );
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RESTART_MAX_DELAY);
+    }
 }
 
 #[cfg(test)]

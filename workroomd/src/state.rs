@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use workroomd::proto::{DaemonStatus, ProgramStatus};
 
@@ -12,6 +13,8 @@ pub struct State {
     pub boot_id: String,
     pub started_at_unix_ms: u64,
     pub program: Mutex<ProgramStatus>,
+    /// How often the supervised program was restarted since this start.
+    pub program_restarts: AtomicU32,
     markers: Mutex<BTreeMap<String, String>>,
     markers_file: PathBuf,
 }
@@ -29,6 +32,7 @@ impl State {
             boot_id,
             started_at_unix_ms,
             program: Mutex::new(ProgramStatus::NotConfigured),
+            program_restarts: AtomicU32::new(0),
             markers: Mutex::new(markers),
             markers_file,
         }
@@ -42,6 +46,7 @@ impl State {
             started_at_unix_ms: self.started_at_unix_ms,
             pid: std::process::id(),
             program: self.program.lock().expect("program lock").clone(),
+            program_restarts: self.program_restarts.load(Ordering::Relaxed),
         }
     }
 

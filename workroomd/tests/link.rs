@@ -72,6 +72,7 @@ fn status() -> Response {
         started_at_unix_ms: 1,
         pid: 1,
         program: ProgramStatus::NotConfigured,
+        program_restarts: 0,
     })
 }
 

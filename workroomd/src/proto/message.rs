@@ -401,6 +401,10 @@ pub struct DaemonStatus {
     pub started_at_unix_ms: u64,
     pub pid: u32,
     pub program: ProgramStatus,
+    /// How often the program was restarted since the container started
+    /// (absent from daemons before restarts: read as 0).
+    #[serde(default)]
+    pub program_restarts: u32,
 }
 
 /// The image's own program, which the daemon supervises when
@@ -494,8 +498,17 @@ mod tests {
             started_at_unix_ms: 1_700_000_000_000,
             pid: 1,
             program: ProgramStatus::Exited(ExitStatus { code: None, signal: Some(9) }),
+            program_restarts: 3,
         });
         assert_eq!(wire(&status)["program"], json!({"state": "exited", "code": null, "signal": 9}));
+        assert_eq!(wire(&status)["program_restarts"], json!(3));
+        // A daemon from before restarts sends none: read as 0.
+        let older: DaemonStatus = serde_json::from_value(json!({
+            "version": "0.1.0", "protocol": 1, "boot_id": "b", "started_at_unix_ms": 1, "pid": 1,
+            "program": {"state": "not_configured"}
+        }))
+        .unwrap();
+        assert_eq!(older.program_restarts, 0);
         for response in [
             status,
             Response::Started { pid: 42 },

@@ -1,0 +1,153 @@
+//! The room's background forwarder: one detached `workroom forward
+//! --detached` per room, started by `up` (or `forward --background`) and
+//! kept as long as the room runs the start it was made for.
+//!
+//! `up` checks it on every run, the fast path included, from the state
+//! files alone (pid file, `/proc/<pid>`, the status's container start): no
+//! daemon link. A forwarder of an earlier start of the room (its link can
+//! hang after a restart, ADR 0005) is replaced; a missing one is started
+//! when there is anything to carry.
+
+use super::state::{self, Status};
+use crate::config::Loaded;
+use anyhow::Context as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// How long `up` (or `forward --background`) waits for the detached
+/// forwarder to connect and bind its ports. Connecting is one `docker exec`
+/// (well under a second); past this something is wrong and the log says what.
+const BACKGROUND_READY_WAIT: Duration = Duration::from_secs(20);
+
+/// The forwarder a room has now, if it serves the start `started_at`.
+pub fn current(room: &str, started_at: &str) -> Option<Status> {
+    let pid = state::background_pid(room)?;
+    state::read_status(room, pid).filter(|s| s.started_at == started_at)
+}
+
+/// How `up` reached the forwarder check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing else was due: no process is spawned to decide, so whether
+    /// the host's git has a credential helper (a `git config` run) is not
+    /// asked, and a room with only git credentials to carry gets its
+    /// forwarder back at its next start. Ports and an ssh-agent are seen.
+    Fast,
+    /// The room was made, started or had hooks due: everything is asked.
+    Full,
+}
+
+/// What `up` does about the room's forwarder: none when the running one
+/// serves this start or there is nothing to carry; otherwise (re)starts it.
+/// Returns the new forwarder's status, `None` when nothing was started.
+pub async fn ensure_for_up(
+    loaded: &Loaded,
+    room: &str,
+    started_at: &str,
+    check: Check,
+) -> anyhow::Result<Option<Status>> {
+    if let Some(pid) = state::background_pid(room) {
+        match state::read_status(room, pid) {
+            // Made for an earlier start (a restart behind our back): its
+            // link may hang rather than close, so it is replaced.
+            Some(s) if s.started_at != started_at => {
+                state::stop_background(room);
+            }
+            // Serving this start, or still starting (another `up`'s).
+            _ => return Ok(None),
+        }
+    }
+    let carries = !loaded.model.forward_ports.is_empty()
+        || match check {
+            Check::Fast => super::host_ssh_agent(&loaded.workspace.local_folder).is_some(),
+            Check::Full => {
+                let offer = super::host_offer(&loaded.workspace.local_folder);
+                offer.ssh_agent.is_some() || offer.git_credentials
+            }
+        };
+    if !carries {
+        return Ok(None);
+    }
+    let args = vec![
+        "--workspace-folder".to_string(),
+        loaded.workspace.local_folder.display().to_string(),
+        "--config".to_string(),
+        loaded.config_path.display().to_string(),
+    ];
+    start(room, &args).await.map(Some)
+}
+
+/// Starts the room's background forwarder, or returns the status of the one
+/// already running. `forward_args` are the `workroom forward` arguments that
+/// find the room and its forwards again (the child reloads them).
+pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status> {
+    use std::os::unix::process::CommandExt;
+    if let Some(status) = state::background_pid(room).and_then(|pid| state::read_status(room, pid)) {
+        return Ok(status);
+    }
+    std::fs::create_dir_all(state::dir()).with_context(|| format!("cannot make {}", state::dir().display()))?;
+    let log_path = state::log_file(room);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find the workroom executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("forward").arg("--detached").args(forward_args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: setsid is async-signal-safe; in its own session the forwarder
+    // outlives the terminal `up` ran in and gets none of its signals.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the background forwarder")?;
+    let pid = child.id();
+    std::fs::write(state::pid_file(room), format!("{pid}\n"))?;
+    let deadline = Instant::now() + BACKGROUND_READY_WAIT;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if let Some(status) = state::read_status(room, pid) {
+            // Reaped by nobody: it is detached, and init adopts it when we exit.
+            std::mem::forget(child);
+            return Ok(status);
+        }
+        if let Ok(Some(exit)) = child.try_wait() {
+            let _ = std::fs::remove_file(state::pid_file(room));
+            let tail = log_tail(&log_path);
+            anyhow::bail!("the background forwarder for {room} ended ({exit}): {tail}");
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the background forwarder for {room} was not ready within {} s; see {}",
+                BACKGROUND_READY_WAIT.as_secs(),
+                log_path.display()
+            );
+        }
+        // Async: `up` holds a daemon link on this same thread, whose frames
+        // (window updates, pings) must keep flowing while we wait.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// What a forwarder carries, one line each, as `up` and `forward
+/// --background` say it.
+pub fn print_started(status: &Status) {
+    for f in &status.forwards {
+        eprintln!("{}: {} {}", status.room, f.forward, f.state);
+    }
+    if status.ssh_agent {
+        eprintln!("{}: ssh-agent forwarded", status.room);
+    }
+    if status.git_credentials {
+        eprintln!("{}: git credentials forwarded", status.room);
+    }
+}
+
+fn log_tail(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no output)").to_string()
+}
