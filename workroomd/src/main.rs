@@ -12,6 +12,7 @@
 //! - `check-handoff`: reads a hand-off table on stdin; says whether this binary can take it over.
 //! - `version`.
 
+mod admit;
 mod anchor;
 mod attach;
 mod bootid;
@@ -31,6 +32,14 @@ use std::path::Path;
 use workroomd::room;
 
 fn main() {
+    // Every workroomd process is non-dumpable: rooms of a peer group share a
+    // PID namespace, and a process of another room could otherwise open our
+    // `/proc/PID/root` (this room's files, as root), `fd/` (a relay's pipes
+    // to the host, the daemon's pty masters) or `environ`. Set at every
+    // start, so it holds again after a hand-off's `execve`, which resets it.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("workroomd: cannot make itself non-dumpable: {e}");
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("serve") => serve::run(&args[1..]),

@@ -14,6 +14,10 @@ pub struct State {
     pub program: Mutex<ProgramStatus>,
     markers: Mutex<BTreeMap<String, String>>,
     markers_file: PathBuf,
+    /// The room's mount namespace: who may use the sockets served here.
+    pub namespace: crate::admit::Namespace,
+    /// What host links offer of their credentials, and the sockets serving them.
+    pub credentials: crate::credentials::Credentials,
 }
 
 impl State {
@@ -31,6 +35,8 @@ impl State {
             program: Mutex::new(ProgramStatus::NotConfigured),
             markers: Mutex::new(markers),
             markers_file,
+            namespace: crate::admit::Namespace::own(),
+            credentials: Default::default(),
         }
     }
 
