@@ -35,7 +35,7 @@ fn room_env(loaded: &Loaded) -> Option<std::collections::HashMap<String, String>
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
     runtime.block_on(async {
         let engine = crate::engine::Engine::connect().await.ok()?;
-        let room = crate::room::locate(&engine, loaded, settings.peer_messaging).await.ok()??;
+        let room = crate::room::locate(&engine, loaded, settings.wanted_group()).await.ok()??;
         Some(crate::room::container_env(&room))
     })
 }

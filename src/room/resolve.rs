@@ -116,12 +116,12 @@ impl Resolved {
     /// The name the settings give the workspace's room.
     pub fn room_name(&self) -> String {
         let local = &self.loaded.workspace.local_folder;
-        identity::room_name(local, &self.loaded.config_path, self.settings.peer_messaging)
+        identity::room_name_in(local, &self.loaded.config_path, self.settings.wanted_group())
     }
 
     /// The workspace's container, running or not.
     pub async fn find(&self, engine: &Engine) -> Result<Option<ContainerInspectResponse>, EngineError> {
-        super::locate(engine, &self.loaded, self.settings.peer_messaging).await
+        super::locate(engine, &self.loaded, self.settings.wanted_group()).await
     }
 
     /// The workspace's room, made by workroom and running.
@@ -139,6 +139,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         recreate: flags.recreate,
         post_attach: flags.post_attach,
         peer: settings.peer_messaging,
+        peer_group: settings.peer_group.clone(),
         peer_registry: settings.peer_registry.clone(),
         name: flags.name,
         shape: RoomShape { nested: settings.nested, network: settings.network },
@@ -166,6 +167,7 @@ mod tests {
     fn settings() -> Settings {
         Settings {
             peer_messaging: false,
+            peer_group: "default".into(),
             peer_registry: "/r".into(),
             ssh_agent: true,
             git_credentials: true,

@@ -9,7 +9,7 @@ use super::{daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
-use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
+use crate::plan::peers::{self as peer_plan, Beside, RoomPeerFacts};
 use crate::plan::{create, identity, labels};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
@@ -30,6 +30,8 @@ pub struct UpOptions {
     pub post_attach: bool,
     /// Take part in peer messaging (settings and `--peer`).
     pub peer: bool,
+    /// The peer group to take part in (settings and `--peer-group`).
+    pub peer_group: String,
     /// The host folder bound at `~/.claude` in participating rooms.
     pub peer_registry: std::path::PathBuf,
     /// `up --name NAME`: a named room instead of the workspace's own.
@@ -48,11 +50,12 @@ pub struct UpResult {
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
-    let names = peers::names_from_env();
+    let scope = peers::scope_from_env();
+    let wants = options.peer.then_some(options.peer_group.as_str());
     let name = match &options.name {
-        Some(n) => identity::named_room_name(n, options.peer)
+        Some(n) => identity::named_room_name_in(n, wants)
             .with_context(|| format!("--name {n:?} has no letter or digit to name a room by"))?,
-        None => identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, options.peer),
+        None => identity::room_name_in(&loaded.workspace.local_folder, &loaded.config_path, wants),
     };
     if let Some(cmd) = loaded.model.lifecycle.get(Hook::Initialize) {
         hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
@@ -63,16 +66,33 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
         existing = None;
     }
+    // Only when the room must be made: the workspace's rooms of another peer
+    // setting or group. Costs one `list` on that path, none on the others.
+    let mut beside_note = None;
+    if existing.is_none() && options.name.is_none() {
+        match siblings(engine, loaded, &name, wants, options.recreate).await? {
+            Beside::Alone => {}
+            Beside::Refuse(why) => bail!(why),
+            Beside::Note(note) => beside_note = Some(note),
+        }
+    }
     let (container, created, prepared) = match existing {
         Some(c) => (c, false, None),
-        None => match create_room(engine, loaded, &name, options, &names).await? {
+        None => match create_room(engine, loaded, &name, options, scope.as_deref()).await? {
             Created::Ours(c, prepared) => (c, true, prepared),
             Created::Theirs(c) => (c, false, None),
         },
     };
     check_compatible(&container, loaded, &name)?;
+    if let Some(note) = beside_note {
+        eprintln!("note: {note}");
+    }
     if !created {
-        check_peer_drift(engine, &container, &name, options.peer, &names).await?;
+        // Said on every `up` while they hold, the fast path included: from
+        // the inspect, a stat of the registry and a host file; no engine call.
+        for w in standing_warnings(&container, &name, wants, scope.as_deref()) {
+            eprintln!("warning: {w}");
+        }
     }
     let nested = label(&container, crate::plan::nested::NESTED_LABEL) == Some("1");
     if !created && nested != options.shape.nested {
@@ -127,9 +147,23 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     hooks::run_due(&link, &ctx, options.post_attach).await?;
     if let Some(p) = &prepared {
-        for w in p.warnings.iter().cloned().chain(peers::verify(&link, &name, &remote_user, p, &names.volume).await) {
+        for w in &p.warnings {
             eprintln!("warning: {w}");
         }
+        // What the room's users turned out to be holds for its whole life:
+        // kept, so every later `up` says it too.
+        let lasting = peers::verify(&link, &name, &remote_user, p, &p.names.volume).await;
+        for w in &lasting {
+            eprintln!("warning: {w}");
+        }
+        super::notes::save(&id, &lasting);
+        let others = peers::group_rooms(engine, &p.names).await?;
+        let others: Vec<String> = others
+            .iter()
+            .filter(|c| c.id.as_deref() != Some(id.as_str()))
+            .filter_map(|c| c.names.as_ref()?.first().map(|n| n.trim_start_matches('/').to_string()))
+            .collect();
+        eprintln!("note: {}", peer_plan::sharing_note(&name, &p.names, &others));
     }
     // Remember that this start needs nothing more (the start time is read
     // after the start, so a room we just started records its own).
@@ -155,7 +189,7 @@ async fn create_room(
     loaded: &Loaded,
     name: &str,
     options: &UpOptions,
-    names: &Names,
+    scope: Option<&str>,
 ) -> anyhow::Result<Created> {
     // `.` is valid in a container name but not in an image repository.
     let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX).replace('.', "-"));
@@ -167,7 +201,8 @@ async fn create_room(
     let peer_setup = if options.peer {
         let user = create::remote_user(loaded, &facts);
         let update_uid = loaded.model.update_remote_user_uid.unwrap_or(true);
-        match peers::prepare(engine, names, &image, &user, update_uid, &options.peer_registry).await {
+        let (group, registry) = (&options.peer_group, &options.peer_registry);
+        match peers::prepare(engine, scope, group, &image, &user, update_uid, registry).await {
             Ok(p) => Some(p),
             Err(e) => {
                 // Never blocks `up`: the room is made without peers, and the
@@ -184,7 +219,11 @@ async fn create_room(
     for w in crate::plan::nested::apply(&mut plan, options.shape) {
         eprintln!("warning: {name}: {w}");
     }
-    plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
+    let room_labels = plan.body.labels.get_or_insert_with(Default::default);
+    room_labels.extend(peer_plan::scope_labels(scope));
+    let wants = options.peer.then_some(options.peer_group.as_str());
+    let joined = peer_setup.as_ref().map(|p| (&p.names, p.anchor_id.as_str()));
+    room_labels.extend(peer_plan::room_labels(wants, joined));
     let binary = daemon::binary()?;
     let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
 
@@ -259,30 +298,59 @@ fn check_compatible(c: &ContainerInspectResponse, loaded: &Loaded, name: &str) -
     Ok(())
 }
 
-/// Reattach: the room as made against the plan, both ways; warns, never
-/// refuses (the room still works, only its peer messaging differs).
-async fn check_peer_drift(
+/// The workspace's other rooms (another peer setting or group) when its
+/// room `wanted` must be made; with `recreate`, removes them first, since
+/// that is what `up --recreate` offers when they run.
+async fn siblings(
     engine: &Engine,
+    loaded: &Loaded,
+    wanted: &str,
+    wants: Option<&str>,
+    recreate: bool,
+) -> anyhow::Result<Beside> {
+    let mut siblings = Vec::new();
+    for c in super::workspace_rooms(engine, loaded).await? {
+        let Some(other) = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string())
+        else {
+            continue;
+        };
+        if other == wanted {
+            continue;
+        }
+        if recreate {
+            eprintln!("removing {other} to recreate it as {wanted}");
+            engine.remove(c.id.as_deref().unwrap_or(&other), false).await?;
+            if let Some(id) = &c.id {
+                ready::forget(id);
+                super::notes::forget(id);
+            }
+            continue;
+        }
+        let made = RoomPeerFacts::of_labels(c.labels.as_ref()).made_in().map(str::to_string);
+        let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
+        siblings.push(peer_plan::Sibling { name: other, running, made });
+    }
+    Ok(peer_plan::beside(&loaded.workspace.local_folder.display().to_string(), wanted, wants, &siblings))
+}
+
+/// Reattach: what still holds against the room as made. Peer drift both
+/// ways (pure, from the inspect), the registry folder's owner (one stat),
+/// and what `up` learnt at create about the room's users (a host file).
+/// Warns, never refuses: the room still works, only its peer messaging
+/// differs.
+fn standing_warnings(
     c: &ContainerInspectResponse,
     name: &str,
-    wants: bool,
-    names: &Names,
-) -> anyhow::Result<()> {
+    wants: Option<&str>,
+    scope: Option<&str>,
+) -> Vec<String> {
     let facts = RoomPeerFacts::of(c);
-    if !wants && facts.pid_mode.is_none() && facts.socks_volume.is_none() {
-        return Ok(());
+    let mut warnings: Vec<String> = peer_plan::drift(name, &facts, wants, scope).into_iter().collect();
+    if let (Some((registry, _)), Some(uid)) = (&facts.registry, facts.uid) {
+        warnings.extend(peers::registry_owner_warning(std::path::Path::new(registry), uid));
     }
-    // Docker stores `container:<id>`; the anchor's id costs one inspect, made
-    // only when the room's PidMode does not name the anchor already.
-    let target = facts.pid_mode.as_deref().and_then(|m| m.strip_prefix("container:"));
-    let anchor_id = match target {
-        Some(t) if t != names.anchor => engine.inspect_container(&names.anchor).await?.and_then(|a| a.id),
-        _ => None,
-    };
-    if let Some(w) = peer_plan::drift(name, &facts, wants, names, anchor_id.as_deref()) {
-        eprintln!("warning: {w}");
-    }
-    Ok(())
+    warnings.extend(c.id.as_deref().map(super::notes::read).unwrap_or_default());
+    warnings
 }
 
 async fn ensure_running(engine: &Engine, c: &ContainerInspectResponse, name: &str) -> anyhow::Result<()> {
