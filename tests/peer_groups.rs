@@ -133,6 +133,65 @@ fn two_uids_and_two_groups_share_sockets_pids_and_agents_only_within_their_own_g
     assert_eq!(stdout(&owners), "", "files in a/1000's registry not owned by 1000");
 }
 
+/// A Claude Code-style session: an inbox socket at `/tmp/cc-socks/<pid>.sock`
+/// and `~/.claude/sessions/<pid>.json` with a session id and no name or
+/// socket field.
+const CLAUDE_STYLE: &str = "import json, os, socket, time
+pid = os.getpid()
+path = f'/tmp/cc-socks/{pid}.sock'
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o600)
+s.listen(1)
+folder = os.path.expanduser('~/.claude/sessions')
+os.makedirs(folder, exist_ok=True)
+with open(f'{folder}/{pid}.json', 'w') as f:
+    json.dump({'pid': pid, 'sessionId': 'cc-7f3a', 'cwd': os.getcwd(), 'startedAt': int(time.time() * 1000)}, f)
+print('ready', flush=True)
+time.sleep(600)";
+
+#[test]
+fn agents_lists_the_sessions_of_the_rooms_group_with_their_rooms_and_not_another_groups() {
+    let scope = PeerScope::new("agents");
+    let one = scope.workspace_with(dev(), &in_group("a"));
+    let two = scope.workspace_with(dev(), &in_group("a"));
+    let other = scope.workspace_with(dev(), &in_group("b"));
+    for ws in [&one, &two, &other] {
+        ws.up();
+    }
+    let _ant = Running::agent(&one, "ant");
+    let claude = Running::start(&two, &["python3", "-u", "-c", CLAUDE_STYLE]);
+    assert_eq!(claude.lines.recv_timeout(AGENT_READY_WAIT).unwrap(), "ready");
+    let _cat = Running::agent(&other, "cat");
+    // A session whose process is gone stays in the registry, unlisted.
+    let sessions = scope.registry_of("a", DEV).join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(sessions.join("4000000.json"), r#"{"pid": 4000000, "name": "gone"}"#).unwrap();
+
+    let agents = |ws: &Workspace| -> Vec<(String, String)> {
+        let out = ws.workroom(&["agents", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        listed
+            .iter()
+            .map(|a| {
+                let label = a["name"].as_str().or(a["sessionId"].as_str()).unwrap_or("?").to_string();
+                (a["room"].as_str().unwrap().to_string(), label)
+            })
+            .collect()
+    };
+    let (r1, r2) = (room_in(&one, "a"), room_in(&two, "a"));
+    let mut want = vec![(r1.clone(), "ant".to_string()), (r2.clone(), "cc-7f3a".to_string())];
+    want.sort();
+    eventually("both sessions of group a", AGENT_READY_WAIT, || agents(&two) == want);
+    assert_eq!(agents(&one), want, "the same from either room of the group");
+    eventually("cat in group b", AGENT_READY_WAIT, || agents(&other) == [(room_in(&other, "b"), "cat".to_string())]);
+    let table = stdout(&one.workroom(&["agents"]));
+    assert!(table.starts_with("ROOM"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with(&r2) && l.contains("cc-7f3a")), "{table}");
+    assert!(!table.contains("cat") && !table.contains("gone"), "{table}");
+}
+
 #[test]
 fn toggling_peer_messaging_on_a_workspace_names_its_running_room_and_makes_no_second_one() {
     let scope = PeerScope::new("drift");

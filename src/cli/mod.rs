@@ -2,6 +2,7 @@
 //! validates and runs. Errors bubble up as `anyhow::Error` and `main` prints
 //! the chain on one line.
 
+mod agents_cmd;
 mod config_cmd;
 mod exec_cmd;
 pub mod forward_cmd;
@@ -147,6 +148,14 @@ pub enum Cmd {
         #[arg(long)]
         force: bool,
     },
+    /// The agent sessions of the room's peer group (live, with their
+    /// socket), and the room each runs in.
+    Agents {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// List rooms: name, state, image, age, workspace.
     List {
         #[arg(long)]
@@ -234,6 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 shell_cmd::hand_off(&workspace, binary.as_deref(), force).await
             }
             Cmd::List { json, all } => rooms::list(json, all).await,
+            Cmd::Agents { workspace, json } => agents_cmd::run(&workspace, json).await,
             Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
             Cmd::Down { name, all, volumes, workspace_folder } => {
                 rooms::down(name.as_deref(), all, &workspace_folder, volumes).await

@@ -8,6 +8,7 @@
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
 //! - `update-uid USER UID GID`: give the remote user the host's ids.
 //! - `git-credential get|store|erase`: git's credential helper, asking the host.
+//! - `agents REGISTRY`: the live agent sessions of this room, as JSON (for `workroom agents`).
 //! - `attach PANE [--create] [--detach-keys KEYS] [--size ROWSxCOLS]`: a terminal on a pane.
 //! - `check-handoff`: reads a hand-off table on stdin; says whether this binary can take it over.
 //! - `version`.
@@ -24,6 +25,7 @@ mod pane;
 mod panes;
 mod relay;
 mod serve;
+mod sessions;
 mod spawn;
 mod state;
 mod uid;
@@ -50,6 +52,7 @@ fn main() {
         Some("own") => jobs::own(&args[1..]),
         Some("update-uid") => jobs::update_uid(&args[1..]),
         Some("git-credential") => credentials::helper(&args[1..]),
+        Some("agents") => sessions::run(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0
