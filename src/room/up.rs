@@ -176,7 +176,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
 
 enum Created {
     /// We made it: our create won (with what peer messaging gave it).
-    Ours(ContainerInspectResponse, Option<peers::Prepared>),
+    Ours(ContainerInspectResponse, Option<Box<peers::Prepared>>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -262,7 +262,7 @@ async fn create_room(
     }
     .await;
     match prepared {
-        Ok(c) => Ok(Created::Ours(c, peer_setup)),
+        Ok(c) => Ok(Created::Ours(c, peer_setup.map(Box::new))),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
