@@ -247,13 +247,19 @@ fn toggling_peer_messaging_on_a_workspace_names_its_running_room_and_makes_no_se
 fn list_all_shows_every_groups_anchor_and_stop_all_sweeps_them_with_a_registry_of_the_scopes_own() {
     let scope = PeerScope::new("sweep");
     let data = tempfile::tempdir().unwrap();
-    let a = scope.workspace_with(dev(), &in_group("a"));
+    // The group from the flag, over the settings' `default`.
+    let a = scope.workspace(dev());
+    let bad = a.workroom(&["up", "--peer-group", "Acme.Web"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("peer group \"Acme.Web\": use lower-case letters"), "{}", stderr(&bad));
+    assert!(a.containers().is_empty(), "a refused group makes nothing");
     // No `peer_registry`: the scope's own default, under a data folder of
     // the test's (so nothing lands in the host user's).
     let mut b = Workspace::new(dev()).with_settings("peer_messaging = true\npeer_group = \"b\"\n", true);
     b.env.push(("WORKROOM_SCOPE".into(), scope.scope.clone()));
     b.env.push(("XDG_DATA_HOME".into(), data.path().display().to_string()));
-    a.up();
+    let up_a = a.workroom(&["up", "--peer-group", "a"]);
+    assert!(up_a.status.success(), "{}", stderr(&up_a));
     let first = b.up();
     assert!(stderr(&first).contains("is the first room of peer group b (uid 1000)"), "{}", stderr(&first));
     let registry = data.path().join(format!("workroom/scopes/{}/peers/b/1000", scope.scope));
