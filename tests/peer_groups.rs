@@ -195,7 +195,8 @@ fn agents_lists_the_sessions_of_the_rooms_group_with_their_rooms_and_not_another
 #[test]
 fn toggling_peer_messaging_on_a_workspace_names_its_running_room_and_makes_no_second_one() {
     let scope = PeerScope::new("drift");
-    let mut ws = Workspace::new(dev());
+    let config = serde_json::json!({ "image": DEBIAN, "remoteUser": "dev", "initializeCommand": "echo ran >> init.log" });
+    let mut ws = Workspace::new(config);
     ws.env.push(("WORKROOM_SCOPE".into(), scope.scope.clone()));
     ws.up();
     let apart = ws.room_name();
@@ -210,6 +211,7 @@ fn toggling_peer_messaging_on_a_workspace_names_its_running_room_and_makes_no_se
     assert!(err.contains(&format!("`workroom up --recreate` replaces {apart}")), "{err}");
     assert!(err.contains(&format!("`workroom stop {apart}`")), "{err}");
     assert_eq!(ws.containers().len(), 1, "no second room");
+    assert_eq!(ws.read("init.log"), "ran\n", "a refused `up` runs no initializeCommand");
 
     // --recreate replaces it with the room the settings want.
     let recreated = ws.workroom(&["up", "--recreate"]);

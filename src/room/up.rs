@@ -57,23 +57,36 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             .with_context(|| format!("--name {n:?} has no letter or digit to name a room by"))?,
         None => identity::room_name_in(&loaded.workspace.local_folder, &loaded.config_path, wants),
     };
+    let mut existing = engine.inspect_container(&name).await?;
+    // The workspace's rooms of another peer setting or group, looked for
+    // only when the room must be made (one `list` on that path, none on the
+    // others), and before initializeCommand, so a refused `up` runs nothing.
+    let others = match (&existing, options.recreate, &options.name) {
+        (None, _, None) | (Some(_), true, None) => siblings(engine, loaded, &name).await?,
+        _ => Vec::new(),
+    };
+    let beside = if options.recreate {
+        Beside::Alone
+    } else {
+        let siblings: Vec<_> = others.iter().map(|(s, _)| s.clone()).collect();
+        peer_plan::beside(&loaded.workspace.local_folder.display().to_string(), &name, wants, &siblings)
+    };
+    if let Beside::Refuse(why) = &beside {
+        bail!("{why}");
+    }
     if let Some(cmd) = loaded.model.lifecycle.get(Hook::Initialize) {
         hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
     }
-    let mut existing = engine.inspect_container(&name).await?;
-    if let (Some(c), true) = (&existing, options.recreate) {
-        eprintln!("removing {name} to recreate it");
-        engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
-        existing = None;
-    }
-    // Only when the room must be made: the workspace's rooms of another peer
-    // setting or group. Costs one `list` on that path, none on the others.
-    let mut beside_note = None;
-    if existing.is_none() && options.name.is_none() {
-        match siblings(engine, loaded, &name, wants, options.recreate).await? {
-            Beside::Alone => {}
-            Beside::Refuse(why) => bail!(why),
-            Beside::Note(note) => beside_note = Some(note),
+    if options.recreate {
+        if let Some(c) = existing.take() {
+            eprintln!("removing {name} to recreate it");
+            engine.remove(c.id.as_deref().unwrap_or(&name), false).await?;
+        }
+        for (other, id) in &others {
+            eprintln!("removing {} to recreate it as {name}", other.name);
+            engine.remove(id, false).await?;
+            ready::forget(id);
+            super::notes::forget(id);
         }
     }
     let (container, created, prepared) = match existing {
@@ -84,7 +97,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         },
     };
     check_compatible(&container, loaded, &name)?;
-    if let Some(note) = beside_note {
+    if let Beside::Note(note) = beside {
         eprintln!("note: {note}");
     }
     if !created {
@@ -157,13 +170,15 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             eprintln!("warning: {w}");
         }
         super::notes::save(&id, &lasting);
-        let others = peers::group_rooms(engine, &p.names).await?;
-        let others: Vec<String> = others
-            .iter()
-            .filter(|c| c.id.as_deref() != Some(id.as_str()))
-            .filter_map(|c| c.names.as_ref()?.first().map(|n| n.trim_start_matches('/').to_string()))
-            .collect();
-        eprintln!("note: {}", peer_plan::sharing_note(&name, &p.names, &others));
+        // Informational: an engine that cannot list now costs the line only.
+        if let Ok(members) = peers::group_rooms(engine, &p.names).await {
+            let others: Vec<String> = members
+                .iter()
+                .filter(|c| c.id.as_deref() != Some(id.as_str()))
+                .filter_map(|c| c.names.as_ref()?.first().map(|n| n.trim_start_matches('/').to_string()))
+                .collect();
+            eprintln!("note: {}", peer_plan::sharing_note(&name, &p.names, &others));
+        }
     }
     // Remember that this start needs nothing more (the start time is read
     // after the start, so a room we just started records its own).
@@ -298,39 +313,23 @@ fn check_compatible(c: &ContainerInspectResponse, loaded: &Loaded, name: &str) -
     Ok(())
 }
 
-/// The workspace's other rooms (another peer setting or group) when its
-/// room `wanted` must be made; with `recreate`, removes them first, since
-/// that is what `up --recreate` offers when they run.
-async fn siblings(
-    engine: &Engine,
-    loaded: &Loaded,
-    wanted: &str,
-    wants: Option<&str>,
-    recreate: bool,
-) -> anyhow::Result<Beside> {
-    let mut siblings = Vec::new();
+/// The workspace's rooms other than `wanted` (made with another peer
+/// setting or group), with their ids.
+async fn siblings(engine: &Engine, loaded: &Loaded, wanted: &str) -> anyhow::Result<Vec<(peer_plan::Sibling, String)>> {
+    let mut found = Vec::new();
     for c in super::workspace_rooms(engine, loaded).await? {
-        let Some(other) = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string())
-        else {
+        let Some(name) = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()) else {
             continue;
         };
-        if other == wanted {
-            continue;
-        }
-        if recreate {
-            eprintln!("removing {other} to recreate it as {wanted}");
-            engine.remove(c.id.as_deref().unwrap_or(&other), false).await?;
-            if let Some(id) = &c.id {
-                ready::forget(id);
-                super::notes::forget(id);
-            }
+        if name == wanted {
             continue;
         }
         let made = RoomPeerFacts::of_labels(c.labels.as_ref()).made_in().map(str::to_string);
         let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
-        siblings.push(peer_plan::Sibling { name: other, running, made });
+        let id = c.id.clone().unwrap_or_else(|| name.clone());
+        found.push((peer_plan::Sibling { name, running, made }, id));
     }
-    Ok(peer_plan::beside(&loaded.workspace.local_folder.display().to_string(), wanted, wants, &siblings))
+    Ok(found)
 }
 
 /// Reattach: what still holds against the room as made. Peer drift both
