@@ -195,7 +195,8 @@ fn agents_lists_the_sessions_of_the_rooms_group_with_their_rooms_and_not_another
 #[test]
 fn toggling_peer_messaging_on_a_workspace_names_its_running_room_and_makes_no_second_one() {
     let scope = PeerScope::new("drift");
-    let config = serde_json::json!({ "image": DEBIAN, "remoteUser": "dev", "initializeCommand": "echo ran >> init.log" });
+    let config =
+        serde_json::json!({ "image": DEBIAN, "remoteUser": "dev", "initializeCommand": "echo ran >> init.log" });
     let mut ws = Workspace::new(config);
     ws.env.push(("WORKROOM_SCOPE".into(), scope.scope.clone()));
     ws.up();

@@ -182,6 +182,7 @@ mod tests {
         let o = up_options(&s, UpFlags { post_attach: true, ..Default::default() });
         assert_eq!(o.shape, RoomShape { nested: true, network: NetworkMode::Host });
         assert!(o.peer && o.post_attach && !o.recreate);
+        assert_eq!(o.peer_group, "default", "the settings' group");
         assert_eq!(o.peer_registry, PathBuf::from("/r"));
     }
 

@@ -65,7 +65,7 @@ impl Namespace {
     pub fn own() -> Namespace {
         Namespace {
             ns: std::fs::read_link("/proc/self/ns/mnt").ok().map(|l| l.to_string_lossy().into_owned()),
-            root_mount: std::fs::read("/proc/self/mountinfo").ok().as_deref().and_then(root_mount_id),
+            root_mount: first_bytes("/proc/self/mountinfo").ok().as_deref().and_then(root_mount_id),
         }
     }
 
@@ -101,7 +101,7 @@ impl Namespace {
     fn holds_by_root_mount(&self, pid: i32) -> Result<(), Refused> {
         let ours = self.root_mount.ok_or(Refused::OwnUnknown)?;
         let info =
-            std::fs::read(format!("/proc/{pid}/mountinfo")).map_err(|source| Refused::Unreadable { pid, source })?;
+            first_bytes(&format!("/proc/{pid}/mountinfo")).map_err(|source| Refused::Unreadable { pid, source })?;
         match root_mount_id(&info) {
             Some(theirs) if theirs == ours => Ok(()),
             theirs => Err(Refused::OtherRoom {
@@ -113,12 +113,25 @@ impl Namespace {
     }
 }
 
+/// Enough of a mountinfo for its first line: the kernel renders the file
+/// as it is read, so a room with many mounts costs only what is read.
+const MOUNTINFO_HEAD: u64 = 4096;
+
+fn first_bytes(path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)?.take(MOUNTINFO_HEAD).read_to_end(&mut head)?;
+    Ok(head)
+}
+
 /// The mount id on the first line of a mountinfo: the mount at the root
 /// of the reader's view. A process that changed its root elsewhere shows
 /// another mount there, or none, and is refused: fail closed.
 fn root_mount_id(mountinfo: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(mountinfo).ok()?;
-    let first = text.lines().next()?;
+    // Only the first fields matter, and the head read may end mid-line (an
+    // overlay root lists every layer): no need for the line to be whole.
+    let first = mountinfo.split(|b| *b == b'\n').next()?;
+    let first = String::from_utf8_lossy(first);
     let mut fields = first.split(' ');
     let id = fields.next()?.parse().ok()?;
     // mount id, parent id, major:minor, root, mount point
@@ -159,6 +172,10 @@ mod tests {
         assert_eq!(root_mount_id(info), Some(107));
         assert_eq!(root_mount_id(b"200 107 0:50 /x /srv rw - ext4 /dev/sda rw\n"), None, "a chroot's view");
         assert_eq!(root_mount_id(b""), None);
+        let mut long = b"107 50 0:41 / / rw - overlay overlay rw,lowerdir=".to_vec();
+        long.extend(std::iter::repeat_n(b'x', 2 * MOUNTINFO_HEAD as usize));
+        long.truncate(MOUNTINFO_HEAD as usize);
+        assert_eq!(root_mount_id(&long), Some(107), "a head cut mid-line still names the root");
         assert_eq!(root_mount_id(b"garbage"), None);
     }
 
