@@ -16,6 +16,7 @@
 //!
 //! [containers]
 //! nested = false                              # podman/buildah inside the room, never --privileged
+//! metadata_privileged = true                  # `privileged: true` from image/feature metadata applies (said loudly)
 //!
 //! [network]
 //! mode = "bridge"                             # or "host": the room on the host's network
@@ -74,6 +75,7 @@ pub struct SettingsFile {
 #[serde(deny_unknown_fields)]
 pub struct ContainersFile {
     pub nested: Option<bool>,
+    pub metadata_privileged: Option<bool>,
 }
 
 /// The `[network]` table.
@@ -117,6 +119,10 @@ pub struct Settings {
     pub git_credentials: bool,
     /// Inner containers (podman/buildah) in the room, without privileges.
     pub nested: bool,
+    /// `privileged: true` asked by an image's or feature's metadata (as
+    /// docker-in-docker does) is applied, with a loud line; off: refused,
+    /// the room is made unprivileged. devcontainer.json's own word always holds.
+    pub metadata_privileged: bool,
     pub network: NetworkMode,
 }
 
@@ -181,6 +187,11 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         ssh_agent: project.forward.ssh_agent.or(user.forward.ssh_agent).unwrap_or(true),
         git_credentials: project.forward.git_credentials.or(user.forward.git_credentials).unwrap_or(true),
         nested: project.containers.nested.or(user.containers.nested).unwrap_or(false),
+        metadata_privileged: project
+            .containers
+            .metadata_privileged
+            .or(user.containers.metadata_privileged)
+            .unwrap_or(true),
         network: project.network.mode.or(user.network.mode).unwrap_or_default(),
     }
 }
@@ -331,6 +342,25 @@ mod tests {
         let none = merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), PathBuf::from("/r"));
         assert_eq!((none.ssh_agent, none.git_credentials), (true, true));
         assert!(parse("[forward]\nssh_agnet = false\n", Path::new("p")).is_err());
+    }
+
+    #[test]
+    fn privileged_from_metadata_applies_unless_the_project_or_user_file_refuses_it() {
+        // (user file, project file, applies)
+        let table = [
+            ("", "", true),
+            ("[containers]\nmetadata_privileged = false\n", "", false),
+            ("[containers]\nmetadata_privileged = false\n", "[containers]\nmetadata_privileged = true\n", true),
+            ("", "[containers]\nmetadata_privileged = false\n", false),
+        ];
+        for (user, project, applies) in table {
+            let (u, p) = (parse(user, Path::new("u")).unwrap(), parse(project, Path::new("p")).unwrap());
+            assert_eq!(
+                merge(&u, &p, Flags::default(), "/r".into()).metadata_privileged,
+                applies,
+                "{user:?} {project:?}"
+            );
+        }
     }
 
     #[test]

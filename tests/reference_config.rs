@@ -92,35 +92,54 @@ fn normalise(mut reference: Value) -> Value {
     reference
 }
 
+/// The cases holding `file`, each rebuilt at the fixed path its
+/// `reference.cmd` used.
+fn cases(file: &str) -> Vec<PathBuf> {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/devcontainers");
+    let mut cases: Vec<PathBuf> =
+        std::fs::read_dir(&fixtures).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join(file).is_file()).collect();
+    cases.sort();
+    assert!(cases.len() >= 20, "expected the reference fixtures with {file}, found {}", cases.len());
+    cases
+}
+
+/// The tests rebuild the cases at the same fixed paths: one at a time.
+static FIXED_PATHS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Rebuilds `case` where its reference run had it; returns the folder to
+/// remove afterwards and the load request the reference run amounts to.
+fn prepare(case: &Path) -> (PathBuf, LoadRequest) {
+    let cmd = std::fs::read_to_string(case.join("reference.cmd")).unwrap();
+    let dir = PathBuf::from(arg_after(&cmd, "mkdir -p").expect("mkdir in reference.cmd"));
+    let workspace = PathBuf::from(arg_after(&cmd, "--workspace-folder").expect("workspace folder"));
+    let config = arg_after(&cmd, "--config").map(PathBuf::from);
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(case, &dir);
+    if cmd.contains("git init") {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+    }
+    let container_env = container_env(&cmd);
+    let request = LoadRequest {
+        workspace_folder: workspace,
+        config,
+        env: reference_env(),
+        id_without_container: false,
+        container_env,
+    };
+    (dir, request)
+}
+
+fn case_name(case: &Path) -> String {
+    case.file_name().unwrap().to_string_lossy().into_owned()
+}
+
 #[test]
 fn config_json_matches_the_reference_read_configuration_on_every_fixture() {
-    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/devcontainers");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&fixtures)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("reference.json").is_file())
-        .collect();
-    cases.sort();
-    assert!(cases.len() >= 20, "expected the reference fixtures, found {}", cases.len());
+    let _fixed = FIXED_PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    let cases = cases("reference.json");
     let mut failures = Vec::new();
     for case in &cases {
-        let cmd = std::fs::read_to_string(case.join("reference.cmd")).unwrap();
-        let dir = PathBuf::from(arg_after(&cmd, "mkdir -p").expect("mkdir in reference.cmd"));
-        let workspace = PathBuf::from(arg_after(&cmd, "--workspace-folder").expect("workspace folder"));
-        let config = arg_after(&cmd, "--config").map(PathBuf::from);
-        let _ = std::fs::remove_dir_all(&dir);
-        copy_dir(case, &dir);
-        if cmd.contains("git init") {
-            std::fs::create_dir_all(dir.join(".git")).unwrap();
-        }
-        let container_env = container_env(&cmd);
-        let request = LoadRequest {
-            workspace_folder: workspace,
-            config,
-            env: reference_env(),
-            id_without_container: false,
-            container_env,
-        };
+        let (dir, request) = prepare(case);
         let expected =
             normalise(serde_json::from_str(&std::fs::read_to_string(case.join("reference.json")).unwrap()).unwrap());
         match load(&request) {
@@ -128,13 +147,58 @@ fn config_json_matches_the_reference_read_configuration_on_every_fixture() {
                 let mut ours = loaded.reference_json();
                 numbers_as_doubles(&mut ours);
                 if ours != expected {
-                    failures.push(format!(
-                        "{}:\n  ours:      {ours}\n  reference: {expected}",
-                        case.file_name().unwrap().to_string_lossy()
-                    ));
+                    failures.push(format!("{}:\n  ours:      {ours}\n  reference: {expected}", case_name(case)));
                 }
             }
-            Err(e) => failures.push(format!("{}: refused: {e}", case.file_name().unwrap().to_string_lossy())),
+            Err(e) => failures.push(format!("{}: refused: {e}", case_name(case))),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// The `devcontainer.metadata` label of a local image, read with the docker CLI.
+fn image_label(image: &str) -> Option<String> {
+    let out = std::process::Command::new("docker")
+        .args(["image", "inspect", image, "--format", "{{index .Config.Labels \"devcontainer.metadata\"}}"])
+        .output()
+        .expect("run docker");
+    assert!(out.status.success(), "inspect {image}: {}", String::from_utf8_lossy(&out.stderr));
+    Some(String::from_utf8(out.stdout).unwrap().trim().to_string()).filter(|l| !l.is_empty() && l != "<no value>")
+}
+
+/// `reference-merged.json` is the same command's output with
+/// `--include-merged-configuration`: the image's metadata (a Dockerfile's
+/// base image's) merged under the config. `container-pass`'s container has
+/// no metadata label, which the reference reads as the image's (none).
+#[test]
+fn merged_configuration_matches_the_reference_on_every_fixture() {
+    use workroom::config::Source;
+    use workroom::plan::{dockerfile, metadata};
+    let _fixed = FIXED_PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    let cases = cases("reference-merged.json");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let (dir, request) = prepare(case);
+        let mut reference: Value =
+            serde_json::from_str(&std::fs::read_to_string(case.join("reference-merged.json")).unwrap()).unwrap();
+        numbers_as_doubles(&mut reference);
+        let mut expected = reference["mergedConfiguration"].clone();
+        expected["configFilePath"] = expected["configFilePath"]["fsPath"].clone();
+        let loaded = load(&request).unwrap_or_else(|e| panic!("{}: {e}", case_name(case)));
+        let image = match &loaded.model.source {
+            Source::Image(image) => image.clone(),
+            Source::Dockerfile(build) => {
+                let text = std::fs::read_to_string(&build.dockerfile).unwrap();
+                dockerfile::base_image(&text, &build.args, build.target.as_deref()).expect("a base image")
+            }
+        };
+        let m = metadata::for_new_room(&loaded, &image, image_label(&image).as_deref(), &[]);
+        let configuration = loaded.reference_json()["configuration"].as_object().unwrap().clone();
+        let mut ours = Value::Object(m.configuration(&configuration));
+        numbers_as_doubles(&mut ours);
+        if ours != expected {
+            failures.push(format!("{}:\n  ours:      {ours}\n  reference: {expected}", case_name(case)));
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -657,28 +657,6 @@ fn a_dockerfile_config_is_built_through_the_engine_api_and_the_room_runs() {
 // ---------------------------------------------------------------------------
 // the reference CLI
 
-/// The reference CLI unpacked from `../shared/peers` (beside the repository
-/// in CI); removed with the returned folder.
-fn reference_cli() -> (tempfile::TempDir, std::path::PathBuf) {
-    let peers = repo_root().join("../shared/peers");
-    let tgz = std::fs::read_dir(&peers)
-        .unwrap_or_else(|e| panic!("{}: {e} (the reference CLI is expected there)", peers.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("devcontainers-cli-") && name.ends_with(".tgz")
-        })
-        .unwrap_or_else(|| panic!("no devcontainers-cli-*.tgz in {}", peers.display()));
-    let dir = tempfile::Builder::new().prefix("wr-test-refcli-").tempdir().unwrap();
-    let mut untar = Command::new("tar");
-    untar.arg("-xzf").arg(&tgz).arg("-C").arg(dir.path());
-    let out = output_within(untar, None);
-    assert!(out.status.success(), "unpack {}: {}", tgz.display(), stderr(&out));
-    let js = dir.path().join("package/devcontainer.js");
-    assert!(js.is_file(), "{} holds no package/devcontainer.js", tgz.display());
-    (dir, js)
-}
-
 #[test]
 fn the_reference_cli_finds_a_room_made_by_workroom_and_runs_as_its_user() {
     let ws = Workspace::image(DEBIAN_USER);

@@ -1,23 +1,48 @@
 //! `workroom config`: the resolved configuration, as a summary or in the
 //! reference CLI's `read-configuration --workspace-folder` JSON shape, so tools
-//! can swap one for the other.
+//! can swap one for the other; with `--include-merged-configuration`, its
+//! `mergedConfiguration` too (devcontainer.json merged with the image's
+//! metadata, or the room's when it exists).
 
 use super::WorkspaceArgs;
 use crate::config::{self, Command, Hook, LoadRequest, Loaded, Source};
+use crate::engine::Engine;
 use crate::output;
+use crate::plan::metadata::{self, RoomMetadata};
+use anyhow::Context as _;
+use bollard::models::ContainerInspectResponse;
+use serde_json::Value;
 
-pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
+pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow::Result<i32> {
     // As the reference's read-configuration: `${devcontainerId}` and
     // `${containerEnv:...}` are substituted only when the room exists.
     let mut request =
         LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
     let mut loaded = config::load(&request)?;
-    if let Some(env) = room_env(&loaded) {
-        request.container_env = Some(env);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let engine = runtime.block_on(Engine::connect());
+    let room = engine.as_ref().ok().and_then(|engine| runtime.block_on(room(engine, &loaded)));
+    if let Some(c) = &room {
+        request.container_env = Some(crate::room::container_env(c));
         loaded = config::load(&request)?;
     }
     if as_json {
-        output::print_json(&loaded.reference_json())?;
+        let mut out = loaded.reference_json();
+        if include_merged {
+            let metadata = match &room {
+                Some(c) => crate::room::metadata_of(&loaded, c),
+                None => {
+                    let engine = engine.context("--include-merged-configuration reads the image's metadata")?;
+                    runtime.block_on(image_metadata(&engine, &loaded))?
+                }
+            };
+            for w in &metadata.warnings {
+                eprintln!("warning: {w}");
+            }
+            let configuration = out["configuration"].as_object().cloned().unwrap_or_default();
+            out["mergedConfiguration"] = Value::Object(metadata.configuration(&configuration));
+        }
+        output::print_json(&out)?;
     } else {
         output::print(&summary(&loaded))?;
     }
@@ -27,17 +52,33 @@ pub fn run(args: &WorkspaceArgs, as_json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The environment of the workspace's room, if the engine answers and the
-/// room exists. An unreachable engine is not an error here: the
-/// configuration is still worth printing, with those variables as written.
-fn room_env(loaded: &Loaded) -> Option<std::collections::HashMap<String, String>> {
+/// The workspace's room, if the engine answers and the room exists. An
+/// unreachable engine is not an error here: the configuration is still
+/// worth printing, with the room's variables as written.
+async fn room(engine: &Engine, loaded: &Loaded) -> Option<ContainerInspectResponse> {
     let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default()).ok()?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-    runtime.block_on(async {
-        let engine = crate::engine::Engine::connect().await.ok()?;
-        let room = crate::room::locate(&engine, loaded, settings.wanted_group()).await.ok()??;
-        Some(crate::room::container_env(&room))
-    })
+    crate::room::locate(engine, loaded, settings.wanted_group()).await.ok()?
+}
+
+/// With no room, the metadata of the image `up` would start from: the
+/// configured image, or a Dockerfile's base image (what the reference reads;
+/// a build inherits its labels), under devcontainer.json.
+async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<RoomMetadata> {
+    let image = match &loaded.model.source {
+        Source::Image(image) => image.clone(),
+        Source::Dockerfile(build) => {
+            let text = std::fs::read_to_string(&build.dockerfile)
+                .with_context(|| format!("cannot read {}", build.dockerfile.display()))?;
+            crate::plan::dockerfile::base_image(&text, &build.args, build.target.as_deref())
+                .with_context(|| format!("{} names no base image for its target stage", build.dockerfile.display()))?
+        }
+    };
+    let found = engine.inspect_image(&image).await?.with_context(|| {
+        format!("image {image} is not present, so its metadata cannot be merged; `workroom up` pulls or builds it")
+    })?;
+    let label = crate::room::image::facts(&found).metadata;
+    // Features resolved but not yet built add their entries here.
+    Ok(metadata::for_new_room(loaded, &image, label.as_deref(), &[]))
 }
 
 fn summary(loaded: &Loaded) -> String {

@@ -58,7 +58,8 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
     let room = resolved.running(&engine).await?;
     let user = room.remote_user();
     let container_env = crate::room::container_env(&room.container);
-    let mut ctx = HookContext::new(&resolved.loaded, &user, &container_env);
+    let metadata = crate::room::metadata_of(&resolved.loaded, &room.container);
+    let mut ctx = HookContext::new(&resolved.loaded, &metadata.merged, &user, &container_env);
     // The user environment `up` probed for this start, under remoteEnv.
     if let Some(probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();

@@ -81,6 +81,10 @@ pub enum Cmd {
         /// The reference CLI's `read-configuration` shape.
         #[arg(long)]
         json: bool,
+        /// Add `mergedConfiguration`: devcontainer.json merged with the image's
+        /// `devcontainer.metadata` (the room's, when it exists), as the reference does.
+        #[arg(long, requires = "json")]
+        include_merged_configuration: bool,
     },
     /// Make or find the workspace's room, start it and run the lifecycle hooks that are due.
     Up {
@@ -219,9 +223,9 @@ pub enum Cmd {
 
 /// Runs the command; the returned code is the process's exit status.
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if let Cmd::Config { workspace, json } = &args.command {
-        // No engine, no runtime: the configuration alone.
-        return config_cmd::run(workspace, *json);
+    if let Cmd::Config { workspace, json, include_merged_configuration } = &args.command {
+        // A runtime of its own, only if the engine is asked.
+        return config_cmd::run(workspace, *json, *include_merged_configuration);
     }
     // One thread: a CLI waits on one thing at a time, and a multi-thread
     // runtime costs start-up time `up` on a running room cannot spare.

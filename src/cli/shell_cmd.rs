@@ -38,7 +38,8 @@ pub async fn shell(ws: &WorkspaceArgs, pane: &str, detach_keys: Option<&str>) ->
     let up = up::up(&engine, loaded, &options).await?;
     let container = engine.inspect_container(&up.container_id).await?.context("the room vanished after `up`")?;
     let container_env = crate::room::container_env(&container);
-    let mut ctx = HookContext::new(loaded, &up.remote_user, &container_env);
+    let metadata = crate::room::metadata_of(loaded, &container);
+    let mut ctx = HookContext::new(loaded, &metadata.merged, &up.remote_user, &container_env);
     // The room's forwarder carries the host's ssh-agent: panes get its socket
     // as exec and hooks do.
     ctx.env.extend(crate::forward::room_env(&up.name));

@@ -67,7 +67,53 @@ pub struct Loaded {
     /// `${devcontainerId}` of this workspace and config.
     pub devcontainer_id: String,
     pub json: Map<String, Value>,
+    /// The file as written (legacy properties moved), before substitution:
+    /// what the reference records in a container's `devcontainer.metadata`.
+    pub raw: Map<String, Value>,
     pub model: DevContainer,
+    /// The passes `json` was substituted with, for values that come from
+    /// elsewhere (image and feature metadata).
+    pub substitution: Substitution,
+}
+
+/// What a configuration's variables are resolved with, kept so values from
+/// image and feature metadata get the same passes as the file (the
+/// reference's `configWithRaw.substitute`).
+#[derive(Debug, Clone, Default)]
+pub struct Substitution {
+    local_env: HashMap<String, String>,
+    local_workspace_folder: String,
+    /// As the file gave it (it may hold variables itself).
+    container_workspace_folder: String,
+    /// Set when the `${devcontainerId}` pass runs.
+    devcontainer_id: Option<String>,
+    /// Set when the `${containerEnv:...}` pass runs.
+    container_env: Option<HashMap<String, String>>,
+}
+
+impl Substitution {
+    /// Substitutes every string in `value` in the file's passes, in order:
+    /// host and workspace, then `${devcontainerId}`, then `${containerEnv}`
+    /// (each pass sees what the one before produced, as the reference's do).
+    /// On error: the variable that names nothing and the property path.
+    pub fn apply(&self, value: &Value) -> Result<Value, (substitute::MissingName, String)> {
+        let ctx = substitute::Context {
+            local_env: Some(&self.local_env),
+            local_workspace_folder: Some(&self.local_workspace_folder),
+            container_workspace_folder: Some(&self.container_workspace_folder),
+            ..Default::default()
+        };
+        let mut value = substitute::substitute_value(&ctx, value)?;
+        if let Some(id) = &self.devcontainer_id {
+            let ctx = substitute::Context { devcontainer_id: Some(id), ..Default::default() };
+            value = substitute::substitute_value(&ctx, &value)?;
+        }
+        if let Some(env) = &self.container_env {
+            let ctx = substitute::Context { container_env: Some(env), ..Default::default() };
+            value = substitute::substitute_value(&ctx, &value)?;
+        }
+        Ok(value)
+    }
 }
 
 impl Loaded {
@@ -110,21 +156,24 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
     let local_folder_str = path_str(&config_path, &local_folder)?;
     let config_path_str = path_str(&config_path, &config_path)?;
     let devcontainer_id = devcontainer_id(&id_labels(local_folder_str, config_path_str));
-    let ctx = substitute::Context {
-        local_env: Some(&request.env),
-        local_workspace_folder: Some(local_folder_str),
-        container_workspace_folder: Some(&ws.folder),
-        ..Default::default()
+    let substitution = Substitution {
+        local_env: request.env.clone(),
+        local_workspace_folder: local_folder_str.to_string(),
+        container_workspace_folder: ws.folder.clone(),
+        devcontainer_id: (request.id_without_container || request.container_env.is_some())
+            .then(|| devcontainer_id.clone()),
+        container_env: request.container_env.clone(),
     };
-    let mut json = substitute_map(&config_path, &ctx, &raw)?;
-    if request.id_without_container || request.container_env.is_some() {
-        let id_ctx = substitute::Context { devcontainer_id: Some(&devcontainer_id), ..Default::default() };
-        json = substitute_map(&config_path, &id_ctx, &json)?;
-    }
-    if let Some(container_env) = &request.container_env {
-        let env_ctx = substitute::Context { container_env: Some(container_env), ..Default::default() };
-        json = substitute_map(&config_path, &env_ctx, &json)?;
-    }
+    let json = match substitution.apply(&Value::Object(raw.clone())) {
+        Ok(Value::Object(out)) => out,
+        Ok(_) => unreachable!("substitution keeps the shape of its input"),
+        Err((substitute::MissingName(var), property)) => {
+            return Err(ConfigError::Invalid {
+                path: config_path,
+                message: format!("`{property}`: {var} names no variable; write ${{localEnv:NAME}}"),
+            })
+        }
+    };
 
     let model = model::read(&config_path, &json)?;
     if let Some(folder) = &model.workspace_folder {
@@ -140,22 +189,7 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
             message: format!("`workspaceFolder` must be an absolute path in the container, found {:?}", ws.folder),
         });
     }
-    Ok(Loaded { config_path, workspace: ws, devcontainer_id, json, model })
-}
-
-fn substitute_map(
-    path: &Path,
-    ctx: &substitute::Context,
-    map: &Map<String, Value>,
-) -> Result<Map<String, Value>, ConfigError> {
-    match substitute::substitute_value(ctx, &Value::Object(map.clone())) {
-        Ok(Value::Object(out)) => Ok(out),
-        Ok(_) => unreachable!("substitution keeps the shape of its input"),
-        Err((substitute::MissingName(var), property)) => Err(ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message: format!("`{property}`: {var} names no variable; write ${{localEnv:NAME}}"),
-        }),
-    }
+    Ok(Loaded { config_path, workspace: ws, devcontainer_id, json, raw, model, substitution })
 }
 
 fn path_str<'a>(config: &Path, path: &'a Path) -> Result<&'a str, ConfigError> {

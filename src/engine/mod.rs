@@ -13,7 +13,9 @@ pub use events::events_since;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect, SystemInfo, SystemVersion,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
     UploadToContainerOptions,
@@ -174,6 +176,15 @@ impl Engine {
 }
 
 impl Engine {
+    /// `docker info` and `docker version` at once: what the engine is and
+    /// what it enforces (seccomp, AppArmor, rootless).
+    pub async fn describe(&self) -> Result<(SystemInfo, SystemVersion), EngineError> {
+        let (info, version) = tokio::join!(self.docker.info(), self.docker.version());
+        let info = info.map_err(|e| self.map("docker info", "engine info", e))?;
+        let version = version.map_err(|e| self.map("docker version", "engine version", e))?;
+        Ok((info, version))
+    }
+
     /// Whether a named volume exists; only a real not-found is `false`.
     pub async fn volume_exists(&self, name: &str) -> Result<bool, EngineError> {
         match self.docker.inspect_volume(name).await {

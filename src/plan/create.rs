@@ -9,6 +9,7 @@
 //! any user and to move the remote user's uid).
 
 use super::labels::{self, Labels};
+use super::metadata::{self, Merged, RoomMetadata};
 use super::mounts::{self, MountSpec};
 use super::run_args::{self, RunArgs};
 use crate::config::{AppPort, Loaded};
@@ -26,6 +27,8 @@ pub struct ImageFacts {
     pub user: Option<String>,
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
+    /// Its `devcontainer.metadata` label, as written.
+    pub metadata: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +40,9 @@ pub struct CreatePlan {
     /// Named volumes the mounts refer to; the engine creates missing ones on
     /// create, so a refused `up` must remove those it did not find before.
     pub named_volumes: Vec<String>,
+    /// What `up` says when it makes the room: metadata it could not use,
+    /// and what metadata widens (privileges, capabilities).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,35 +55,44 @@ pub enum PlanError {
     Mount { config: String, property: String, problem: mounts::MountError },
 }
 
-/// The user hooks, panes and `exec` run as: `remoteUser`, else
+/// The user hooks, panes and `exec` run as: the merged `remoteUser`, else
 /// `containerUser`, else the image's `USER`, else root.
-pub fn remote_user(loaded: &Loaded, image: &ImageFacts) -> String {
-    let m = &loaded.model;
-    m.remote_user
+pub fn remote_user(merged: &Merged, image: &ImageFacts) -> String {
+    merged
+        .remote_user
         .clone()
-        .or_else(|| m.container_user.clone())
+        .or_else(|| merged.container_user.clone())
         .or_else(|| image.user.clone())
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "root".into())
 }
 
+/// The plan of a room apart from the peers, with the image's metadata
+/// applied as the reference applies it.
 pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
-    plan_with_peers(name, image, loaded, facts, None)
+    let metadata = metadata::for_new_room(loaded, image, facts.metadata.as_deref(), &[]);
+    plan_with_peers(name, image, loaded, facts, &metadata, true, None)
 }
 
-/// The plan of a room that joins the peers (`Some`) or stays apart (`None`);
-/// whether it may join (the anchor and volume exist) is decided by the caller.
+/// The plan of a room with its merged `metadata`, which joins the peers
+/// (`Some`) or stays apart (`None`); whether it may join (the anchor and
+/// volume exist) is decided by the caller. `privileged` asked by metadata
+/// holds unless `metadata_privileged` is off.
 pub fn plan_with_peers(
     name: &str,
     image: &str,
     loaded: &Loaded,
     facts: &ImageFacts,
+    metadata: &RoomMetadata,
+    metadata_privileged: bool,
     peer: Option<&super::peers::PeerJoin>,
 ) -> Result<CreatePlan, PlanError> {
     let m = &loaded.model;
+    let merged = &metadata.merged;
     let config = loaded.config_path.display().to_string();
     let run = run_args::parse(&m.run_args).map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
-    let remote_user = remote_user(loaded, facts);
+    let remote_user = remote_user(merged, facts);
+    let mut warnings = Vec::new();
 
     let mut specs: Vec<(String, MountSpec)> = Vec::new();
     if let Some(ws) = &loaded.workspace.mount {
@@ -88,24 +103,30 @@ pub fn plan_with_peers(
         })?;
         specs.push(("workspaceMount".into(), spec));
     }
-    for (i, mount) in m.mounts.iter().enumerate() {
-        let property = format!("mounts[{i}]");
-        let spec = mounts::from_config(mount).map_err(|problem| PlanError::Mount {
-            config: config.clone(),
-            property: property.clone(),
-            problem,
-        })?;
-        specs.push((property, spec));
+    // devcontainer.json's own mounts are refused by name when bad; one
+    // that only metadata brings is a warning and left out (its image, not
+    // the user's file, is at fault).
+    for mount in &merged.mounts {
+        match (m.mounts.iter().position(|own| own == mount), mounts::from_config(mount)) {
+            (_, Ok(spec)) => specs.push(("mounts".into(), spec)),
+            (Some(i), Err(problem)) => {
+                return Err(PlanError::Mount { config: config.clone(), property: format!("mounts[{i}]"), problem })
+            }
+            (None, Err(problem)) => warnings.push(format!("image metadata: {problem}; not mounted")),
+        }
     }
     specs.extend(run.mounts.iter().map(|s| ("runArgs".to_string(), s.clone())));
     let named_volumes =
         specs.iter().filter(|(_, s)| s.kind == "volume").filter_map(|(_, s)| s.source.clone()).collect();
 
     let mut entrypoint = vec![room::DAEMON_PATH.to_string(), "serve".to_string()];
-    if m.override_command == Some(false) {
+    for command in &merged.entrypoints {
+        entrypoint.extend(["--entrypoint".to_string(), command.clone()]);
+    }
+    if merged.override_command == Some(false) {
         let program: Vec<String> = facts.entrypoint.iter().chain(&facts.cmd).cloned().collect();
         if !program.is_empty() {
-            let user = run.user.clone().or_else(|| m.container_user.clone()).or_else(|| facts.user.clone());
+            let user = run.user.clone().or_else(|| merged.container_user.clone()).or_else(|| facts.user.clone());
             if let Some(user) = user.filter(|u| !u.is_empty()) {
                 entrypoint.extend(["--program-user".to_string(), user]);
             }
@@ -114,10 +135,17 @@ pub fn plan_with_peers(
         }
     }
 
-    let mut env: Vec<String> = m.container_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut env: Vec<String> = merged.container_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     env.extend(run.env.iter().cloned());
 
-    let mut labels: Labels = labels::for_room(loaded, &remote_user, &run.labels);
+    let (privileged, said) = metadata.privileged(name, metadata_privileged);
+    warnings.extend(said);
+    let widening = metadata.widening();
+    if !widening.is_empty() {
+        warnings.push(format!("image metadata widens {name}: {}", widening.join(", ")));
+    }
+
+    let mut labels: Labels = labels::for_room(loaded, metadata.label(&remote_user), &remote_user, &run.labels);
     labels.insert(super::peers::PEER_LABEL.into(), if peer.is_some() { "1" } else { "0" }.into());
     let (exposed, bindings) = ports(&m.app_port, &run);
 
@@ -129,10 +157,10 @@ pub fn plan_with_peers(
         }),
         mounts: Some(specs.iter().map(|(_, s)| to_engine_mount(s)).collect()),
         binds: (!run.binds.is_empty()).then(|| run.binds.clone()),
-        privileged: Some(m.privileged.unwrap_or(false) || run.privileged),
-        cap_add: non_empty(m.cap_add.iter().chain(&run.cap_add).cloned().collect()),
+        privileged: Some(privileged || run.privileged),
+        cap_add: non_empty(merged.cap_add.iter().chain(&run.cap_add).cloned().collect()),
         cap_drop: non_empty(run.cap_drop.clone()),
-        security_opt: non_empty(m.security_opt.iter().chain(&run.security_opt).cloned().collect()),
+        security_opt: non_empty(merged.security_opt.iter().chain(&run.security_opt).cloned().collect()),
         port_bindings: (!bindings.is_empty()).then_some(bindings),
         network_mode: run.network.clone(),
         extra_hosts: non_empty(run.add_hosts.clone()),
@@ -165,7 +193,7 @@ pub fn plan_with_peers(
         host_config: Some(host),
         ..Default::default()
     };
-    Ok(CreatePlan { name: name.to_string(), image: image.to_string(), remote_user, body, named_volumes })
+    Ok(CreatePlan { name: name.to_string(), image: image.to_string(), remote_user, body, named_volumes, warnings })
 }
 
 fn non_empty<T>(v: Vec<T>) -> Option<Vec<T>> {

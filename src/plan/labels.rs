@@ -3,7 +3,7 @@
 //! `list`, `stop --all` and drift checks work from one `inspect` or `ps`.
 
 use crate::config::Loaded;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -11,7 +11,7 @@ pub type Labels = BTreeMap<String, String>;
 
 pub const LOCAL_FOLDER: &str = "devcontainer.local_folder";
 pub const CONFIG_FILE: &str = "devcontainer.config_file";
-pub const METADATA: &str = "devcontainer.metadata";
+pub const METADATA: &str = super::metadata::LABEL;
 /// Present on every room: what `list` and `stop --all` filter on.
 pub const SCHEMA: &str = "workroom.schema";
 pub const VERSION: &str = "workroom.version";
@@ -24,55 +24,19 @@ pub const WORKSPACE_FOLDER: &str = "workroom.workspace_folder";
 /// and the user is told to recreate them.
 pub const SCHEMA_VERSION: &str = "1";
 
-/// The properties the reference CLI records in `devcontainer.metadata` and
-/// reads back in `exec` (remote user and environment, hooks, probe).
-const METADATA_KEYS: &[&str] = &[
-    "remoteUser",
-    "containerUser",
-    "remoteEnv",
-    "containerEnv",
-    "userEnvProbe",
-    "updateRemoteUserUID",
-    "onCreateCommand",
-    "updateContentCommand",
-    "postCreateCommand",
-    "postStartCommand",
-    "postAttachCommand",
-    "waitFor",
-    "forwardPorts",
-    "portsAttributes",
-    "otherPortsAttributes",
-    "shutdownAction",
-    "init",
-    "privileged",
-    "capAdd",
-    "securityOpt",
-    "mounts",
-    "overrideCommand",
-    "customizations",
-    "hostRequirements",
-];
-
-pub fn for_room(loaded: &Loaded, remote_user: &str, extra: &[(String, String)]) -> Labels {
+/// `metadata` is the room's `devcontainer.metadata` label (see
+/// [`super::metadata::RoomMetadata::label`]).
+pub fn for_room(loaded: &Loaded, metadata: String, remote_user: &str, extra: &[(String, String)]) -> Labels {
     let mut labels: Labels = extra.iter().cloned().collect();
     labels.insert(LOCAL_FOLDER.into(), loaded.workspace.local_folder.display().to_string());
     labels.insert(CONFIG_FILE.into(), loaded.config_path.display().to_string());
-    labels.insert(METADATA.into(), metadata(&loaded.json, remote_user));
+    labels.insert(METADATA.into(), metadata);
     labels.insert(SCHEMA.into(), SCHEMA_VERSION.into());
     labels.insert(VERSION.into(), env!("CARGO_PKG_VERSION").into());
     labels.insert(CONFIG_HASH.into(), config_hash(loaded));
     labels.insert(REMOTE_USER.into(), remote_user.into());
     labels.insert(WORKSPACE_FOLDER.into(), loaded.workspace.folder.clone());
     labels
-}
-
-/// A one-entry array in the reference's metadata format, with the remote user
-/// we resolved (so its `exec` runs as the same user we do).
-fn metadata(json: &Map<String, Value>, remote_user: &str) -> String {
-    let mut entry: Map<String, Value> =
-        METADATA_KEYS.iter().filter_map(|k| json.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
-    entry.insert("remoteUser".into(), Value::String(remote_user.into()));
-    Value::Array(vec![Value::Object(entry)]).to_string()
 }
 
 /// A hash of what the container was created from: the substituted config and

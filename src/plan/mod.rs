@@ -2,12 +2,15 @@
 //! to what should be done. No I/O here, so each decision is a table test.
 
 pub mod create;
+pub mod dockerfile;
 pub mod identity;
 pub mod labels;
+pub mod metadata;
 pub mod mounts;
 pub mod nested;
 pub mod peers;
 pub mod run_args;
+pub mod seccomp;
 
 #[cfg(test)]
 mod tests;

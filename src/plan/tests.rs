@@ -2,6 +2,7 @@
 
 use super::create::{plan, remote_user, ImageFacts};
 use super::labels;
+use super::metadata::for_new_room;
 use crate::config::{load, LoadRequest, Loaded};
 use std::collections::HashMap;
 
@@ -14,6 +15,11 @@ fn loaded(config: &str) -> (tempfile::TempDir, Loaded) {
 
 fn image_user(user: &str) -> ImageFacts {
     ImageFacts { user: Some(user.into()), ..Default::default() }
+}
+
+/// The remote user of a room made from `image` (and its label).
+fn remote_user_of(l: &Loaded, image: &ImageFacts) -> String {
+    remote_user(&for_new_room(l, "img", image.metadata.as_deref(), &[]).merged, image)
 }
 
 #[test]
@@ -32,18 +38,23 @@ fn the_daemon_is_the_main_process_as_root_under_init_restarting_unless_stopped()
 #[test]
 fn the_remote_user_falls_back_from_remote_to_container_to_image_to_root() {
     let (_d, l) = loaded(r#"{"image": "i", "remoteUser": "r", "containerUser": "c"}"#);
-    assert_eq!(remote_user(&l, &image_user("img")), "r");
+    assert_eq!(remote_user_of(&l, &image_user("img")), "r");
     let (_d, l) = loaded(r#"{"image": "i", "containerUser": "c"}"#);
-    assert_eq!(remote_user(&l, &image_user("img")), "c");
+    assert_eq!(remote_user_of(&l, &image_user("img")), "c");
     let (_d, l) = loaded(r#"{"image": "i"}"#);
-    assert_eq!(remote_user(&l, &image_user("img")), "img");
-    assert_eq!(remote_user(&l, &ImageFacts::default()), "root");
+    assert_eq!(remote_user_of(&l, &image_user("img")), "img");
+    assert_eq!(remote_user_of(&l, &ImageFacts::default()), "root");
 }
 
 #[test]
 fn override_command_false_hands_the_image_program_to_the_daemon_as_the_container_user() {
     let (_d, l) = loaded(r#"{"image": "i", "overrideCommand": false}"#);
-    let facts = ImageFacts { user: Some("dev".into()), entrypoint: vec!["/init".into()], cmd: vec!["run".into()] };
+    let facts = ImageFacts {
+        user: Some("dev".into()),
+        entrypoint: vec!["/init".into()],
+        cmd: vec!["run".into()],
+        ..Default::default()
+    };
     let p = plan("room", "i", &l, &facts).unwrap();
     assert_eq!(
         p.body.entrypoint.unwrap(),
@@ -137,14 +148,124 @@ fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
     use super::peers::{PeerJoin, PEER_LABEL, SOCKS_DIR};
     let (_d, l) = loaded(r#"{"image": "img", "remoteUser": "dev"}"#);
     let j = PeerJoin { anchor: "anc".into(), volume: "vol".into(), registry: "/r".into(), home: "/home/dev".into() };
-    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), Some(&j)).unwrap();
+    let metadata = for_new_room(&l, "img", None, &[]);
+    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, Some(&j)).unwrap();
     let host = p.body.host_config.as_ref().unwrap();
     assert_eq!(host.pid_mode.as_deref(), Some("container:anc"));
     assert_eq!(host.init, Some(false), "the engine inserts no docker-init into a shared PID namespace");
     let targets: Vec<_> = host.mounts.iter().flatten().filter_map(|m| m.target.as_deref()).collect();
     assert!(targets.contains(&SOCKS_DIR) && targets.contains(&"/home/dev/.claude"), "{targets:?}");
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("1"));
-    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), None).unwrap();
+    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, None).unwrap();
     assert_eq!(p.body.host_config.as_ref().unwrap().pid_mode, None);
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("0"));
+}
+
+// ---------------------------------------------------------------------------
+// the image's devcontainer.metadata, applied
+
+fn labelled(label: serde_json::Value) -> ImageFacts {
+    ImageFacts { metadata: Some(label.to_string()), ..Default::default() }
+}
+
+#[test]
+fn the_image_metadata_shapes_the_create_request_under_devcontainer_json() {
+    let (_d, l) = loaded(
+        r#"{"image": "i", "containerEnv": {"A": "config"}, "capAdd": ["NET_ADMIN"], "runArgs": ["--cap-add=SYS_NICE"],
+            "mounts": ["type=volume,source=config,target=/data"]}"#,
+    );
+    let facts = labelled(serde_json::json!([
+        {"containerEnv": {"A": "image", "B": "image"}, "capAdd": ["SYS_PTRACE"], "securityOpt": ["seccomp=unconfined"],
+         "mounts": ["type=volume,source=image,target=/data", "type=volume,source=img-cache,target=/cache"],
+         "remoteUser": "dev"},
+    ]));
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(p.remote_user, "dev");
+    assert_eq!(p.body.env.as_deref().unwrap(), ["A=config", "B=image"]);
+    let host = p.body.host_config.unwrap();
+    assert_eq!(host.cap_add.unwrap(), ["SYS_PTRACE", "NET_ADMIN", "SYS_NICE"]);
+    assert_eq!(host.security_opt.unwrap(), ["seccomp=unconfined"]);
+    let mounts: Vec<(Option<String>, Option<String>)> =
+        host.mounts.unwrap().into_iter().skip(1).map(|m| (m.source, m.target)).collect();
+    assert_eq!(
+        mounts,
+        [(Some("img-cache".into()), Some("/cache".into())), (Some("config".into()), Some("/data".into()))],
+        "by target, devcontainer.json's wins"
+    );
+    assert_eq!(p.named_volumes, ["img-cache", "config"]);
+    assert_eq!(
+        p.warnings,
+        [
+            "image metadata widens room: capability SYS_PTRACE (asked by image i), security option seccomp=unconfined (asked by image i)"
+        ]
+    );
+}
+
+#[test]
+fn metadata_entrypoints_are_handed_to_the_daemon_in_order_before_the_image_program() {
+    let (_d, l) = loaded(r#"{"image": "i", "overrideCommand": false}"#);
+    let facts = ImageFacts {
+        entrypoint: vec!["/init".into()],
+        ..labelled(serde_json::json!([{"entrypoint": "/a.sh"}, {"id": "f", "entrypoint": "/b.sh --x"}]))
+    };
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(
+        p.body.entrypoint.unwrap(),
+        ["/.workroom/bin/workroomd", "serve", "--entrypoint", "/a.sh", "--entrypoint", "/b.sh --x", "--", "/init"]
+    );
+}
+
+#[test]
+fn override_command_and_the_container_user_may_come_from_the_image_metadata() {
+    let (_d, l) = loaded(r#"{"image": "i"}"#);
+    let facts = ImageFacts {
+        entrypoint: vec!["/init".into()],
+        ..labelled(serde_json::json!({"overrideCommand": false, "containerUser": "svc"}))
+    };
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(p.remote_user, "svc");
+    assert_eq!(
+        p.body.entrypoint.unwrap(),
+        ["/.workroom/bin/workroomd", "serve", "--program-user", "svc", "--", "/init"]
+    );
+}
+
+#[test]
+fn privileged_from_the_image_metadata_is_applied_with_a_loud_line_unless_the_setting_refuses_it() {
+    use super::create::plan_with_peers;
+    let (_d, l) = loaded(r#"{"image": "i"}"#);
+    let facts = labelled(serde_json::json!([{"id": "docker-in-docker", "privileged": true}]));
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(p.body.host_config.unwrap().privileged, Some(true));
+    assert!(
+        p.warnings[0].contains("room runs PRIVILEGED because feature docker-in-docker asks for it"),
+        "{:?}",
+        p.warnings
+    );
+    let metadata = for_new_room(&l, "i", facts.metadata.as_deref(), &[]);
+    let p = plan_with_peers("room", "i", &l, &facts, &metadata, false, None).unwrap();
+    assert_eq!(p.body.host_config.unwrap().privileged, Some(false));
+    assert!(p.warnings[0].contains("not applied"), "{:?}", p.warnings);
+}
+
+#[test]
+fn a_bad_mount_from_the_image_metadata_is_a_warning_and_not_mounted() {
+    let (_d, l) = loaded(r#"{"image": "i"}"#);
+    let facts = labelled(serde_json::json!([{"mounts": ["type=nfs,target=/x", "type=volume,source=v,target=/v"]}]));
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(p.named_volumes, ["v"]);
+    assert!(
+        p.warnings.iter().any(|w| w.contains("type=nfs,target=/x") && w.contains("not mounted")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn the_room_label_records_the_image_entries_then_devcontainer_json() {
+    let (_d, l) = loaded(r#"{"image": "i", "postCreateCommand": "make"}"#);
+    let facts = labelled(serde_json::json!([{"id": "f", "remoteUser": "dev"}]));
+    let labels = plan("room", "i", &l, &facts).unwrap().body.labels.unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&labels[labels::METADATA]).unwrap();
+    assert_eq!(meta, serde_json::json!([{"id": "f", "remoteUser": "dev"}, {"postCreateCommand": "make"}]));
 }

@@ -1,6 +1,8 @@
 //! Lifecycle commands. `initializeCommand` runs on the host; the others run
 //! in the room through the daemon, as the remote user with `remoteEnv`, in
-//! the workspace folder:
+//! the workspace folder, each hook's commands in the merged metadata's order
+//! (the image's and features' before devcontainer.json's, each labelled with
+//! its origin when there is more than one):
 //! - onCreate, updateContent, postCreate: once per container;
 //! - postStart: once per container start (the daemon's boot id);
 //! - postAttach: on every attach.
@@ -13,6 +15,7 @@
 
 use crate::config::{substitute, Command, Hook, Loaded};
 use crate::link::RoomLink;
+use crate::plan::metadata::{Merged, Origin};
 use anyhow::{bail, Context as _};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -31,6 +34,8 @@ const CLAIM_WAIT: Duration = Duration::from_secs(30 * 60);
 
 pub struct HookContext<'a> {
     pub loaded: &'a Loaded,
+    /// The room's merged metadata: the hooks, `remoteEnv`, `updateRemoteUserUID`.
+    pub metadata: &'a Merged,
     pub user: String,
     pub env: BTreeMap<String, String>,
     pub cwd: String,
@@ -39,27 +44,23 @@ pub struct HookContext<'a> {
 impl<'a> HookContext<'a> {
     /// `remoteEnv` with `${containerEnv:...}` resolved against the room's
     /// environment; a `null` value is left out.
-    pub fn new(loaded: &'a Loaded, user: &str, container_env: &HashMap<String, String>) -> Self {
+    pub fn new(loaded: &'a Loaded, metadata: &'a Merged, user: &str, container_env: &HashMap<String, String>) -> Self {
         let ctx = substitute::Context { container_env: Some(container_env), ..Default::default() };
-        let env = loaded
-            .model
+        let env = metadata
             .remote_env
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), substitute::substitute_str(&ctx, v.as_ref()?).unwrap_or_default())))
             .collect();
-        HookContext { loaded, user: user.to_string(), env, cwd: loaded.workspace.folder.clone() }
+        HookContext { loaded, metadata, user: user.to_string(), env, cwd: loaded.workspace.folder.clone() }
     }
 }
 
 pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) -> anyhow::Result<()> {
-    let lifecycle = &ctx.loaded.model.lifecycle;
     let status = link.status().await?;
     if once(link, CREATE_MARKER, None, DONE, || async {
         update_remote_user_uid(link, ctx).await?;
         for hook in CREATE_HOOKS {
-            if let Some(cmd) = lifecycle.get(hook) {
-                run_in_room(link, ctx, hook, cmd).await?;
-            }
+            run_hook(link, ctx, hook).await?;
         }
         Ok(())
     })
@@ -69,18 +70,21 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
     }
     let started_for = link.markers().await?.get(START_MARKER).cloned();
     if started_for.as_deref() != Some(&status.boot_id) {
-        once(link, START_MARKER, started_for, &status.boot_id, || async {
-            match lifecycle.get(Hook::PostStart) {
-                Some(cmd) => run_in_room(link, ctx, Hook::PostStart, cmd).await,
-                None => Ok(()),
-            }
-        })
-        .await?;
+        once(link, START_MARKER, started_for, &status.boot_id, || run_hook(link, ctx, Hook::PostStart)).await?;
     }
     if post_attach {
-        if let Some(cmd) = lifecycle.get(Hook::PostAttach) {
-            run_in_room(link, ctx, Hook::PostAttach, cmd).await?;
-        }
+        run_hook(link, ctx, Hook::PostAttach).await?;
+    }
+    Ok(())
+}
+
+/// Every command of `hook`, one after the other; the first failure stops
+/// the rest. Origins are named when another than devcontainer.json has a say.
+async fn run_hook(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook) -> anyhow::Result<()> {
+    let commands = ctx.metadata.hook(hook);
+    let name_origins = commands.iter().any(|c| !c.origin.is_config());
+    for c in commands {
+        run_in_room(link, ctx, hook, name_origins.then_some(&c.origin), &c.command).await?;
     }
     Ok(())
 }
@@ -90,7 +94,7 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
 /// mount have one owner on both sides. Skipped, as the reference does, for
 /// root and numeric users, and when the host user is root.
 async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyhow::Result<()> {
-    let wanted = ctx.loaded.model.update_remote_user_uid.unwrap_or(true);
+    let wanted = ctx.metadata.update_remote_user_uid.unwrap_or(true);
     let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let numeric = ctx.user.chars().all(|c| c.is_ascii_digit());
     if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || numeric || uid == 0 {
@@ -185,12 +189,22 @@ fn argv(cmd: &Command) -> Vec<String> {
     }
 }
 
-/// Runs a hook in the room, its output on ours with the hook's name; a
-/// parallel object runs its commands at once and waits for all.
-pub async fn run_in_room(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, cmd: &Command) -> anyhow::Result<()> {
+/// Runs a hook's command in the room, its output on ours with the hook's
+/// name (and `origin`, when given); a parallel object runs its commands at
+/// once and waits for all.
+pub async fn run_in_room(
+    link: &RoomLink,
+    ctx: &HookContext<'_>,
+    hook: Hook,
+    origin: Option<&Origin>,
+    cmd: &Command,
+) -> anyhow::Result<()> {
+    let from = origin.map(|o| format!(" from {o}")).unwrap_or_default();
     let jobs: Vec<(String, Vec<String>)> = match cmd {
-        Command::Parallel(named) => named.iter().map(|(n, c)| (format!("{}:{n}", hook.property()), argv(c))).collect(),
-        simple => vec![(hook.property().to_string(), argv(simple))],
+        Command::Parallel(named) => {
+            named.iter().map(|(n, c)| (format!("{}:{n}{from}", hook.property()), argv(c))).collect()
+        }
+        simple => vec![(format!("{}{from}", hook.property()), argv(simple))],
     };
     let runs = jobs.iter().map(|(label, argv)| async move {
         eprintln!("[{label}] {}", argv.join(" "));

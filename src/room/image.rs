@@ -53,6 +53,7 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
         user: config.and_then(|c| c.user.clone()).filter(|u| !u.is_empty()),
         entrypoint: config.and_then(|c| c.entrypoint.clone()).unwrap_or_default(),
         cmd: config.and_then(|c| c.cmd.clone()).unwrap_or_default(),
+        metadata: config.and_then(|c| c.labels.as_ref()?.get(crate::plan::metadata::LABEL).cloned()),
     }
 }
 

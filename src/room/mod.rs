@@ -90,3 +90,16 @@ pub fn container_env(c: &bollard::models::ContainerInspectResponse) -> std::coll
         .map(|env| env.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
         .unwrap_or_default()
 }
+
+/// A room's metadata as its `devcontainer.metadata` label recorded it at
+/// creation, under what the current devcontainer.json may still change
+/// (`remoteUser`, `userEnvProbe`, `remoteEnv`): the reference's reading of
+/// an existing container, from the one inspect `exec` makes anyway.
+pub fn metadata_of(
+    loaded: &crate::config::Loaded,
+    c: &bollard::models::ContainerInspectResponse,
+) -> crate::plan::metadata::RoomMetadata {
+    let name = c.name.as_deref().unwrap_or_default().trim_start_matches('/');
+    let label = c.config.as_ref().and_then(|c| c.labels.as_ref()?.get(labels::METADATA)).map(String::as_str);
+    crate::plan::metadata::of_container(loaded, name, label)
+}

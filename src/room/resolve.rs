@@ -143,6 +143,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         peer_registry: settings.peer_registry.clone(),
         name: flags.name,
         shape: RoomShape { nested: settings.nested, network: settings.network },
+        refuse_metadata_privileged: !settings.metadata_privileged,
     }
 }
 
@@ -173,6 +174,7 @@ mod tests {
             git_credentials: true,
             nested: false,
             network: NetworkMode::default(),
+            metadata_privileged: true,
         }
     }
 

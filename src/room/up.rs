@@ -9,6 +9,7 @@ use super::{daemon, hooks, image, peers, ready};
 use crate::config::{Hook, Loaded};
 use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
+use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, Beside, RoomPeerFacts};
 use crate::plan::{create, identity, labels};
 use anyhow::{bail, Context as _};
@@ -38,6 +39,9 @@ pub struct UpOptions {
     pub name: Option<String>,
     /// Nested containers and the network (settings).
     pub shape: crate::plan::nested::RoomShape,
+    /// `privileged: true` from image or feature metadata is not applied
+    /// (`[containers] metadata_privileged = false`).
+    pub refuse_metadata_privileged: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -89,11 +93,11 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             super::notes::forget(id);
         }
     }
-    let (container, created, prepared) = match existing {
-        Some(c) => (c, false, None),
+    let (container, created, prepared, made_with) = match existing {
+        Some(c) => (c, false, None, None),
         None => match create_room(engine, loaded, &name, options, scope.as_deref()).await? {
-            Created::Ours(c, prepared) => (c, true, prepared),
-            Created::Theirs(c) => (c, false, None),
+            Created::Ours(c, prepared, metadata) => (c, true, prepared, Some(*metadata)),
+            Created::Theirs(c) => (c, false, None, None),
         },
     };
     check_compatible(&container, loaded, &name)?;
@@ -107,8 +111,12 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             eprintln!("warning: {w}");
         }
     }
-    let nested = label(&container, crate::plan::nested::NESTED_LABEL) == Some("1");
-    if !created && nested != options.shape.nested {
+    let made_nested = label(&container, crate::plan::nested::NESTED_LABEL);
+    let nested = made_nested == Some("1");
+    // A room the engine could not give nested containers was said so when
+    // made; recreating it would not change that.
+    let refused = made_nested == Some(crate::plan::nested::NESTED_REFUSED);
+    if !created && !refused && nested != options.shape.nested {
         // Said on the fast path too: costs no engine call.
         let made = if nested { "on" } else { "off" };
         eprintln!(
@@ -129,7 +137,14 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // postAttach to run: nothing is due, so no link to the daemon is needed.
     let running = container.state.as_ref().and_then(|s| s.running) == Some(true);
     let started_at = container.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
-    let attach_due = options.post_attach && loaded.model.lifecycle.get(Hook::PostAttach).is_some();
+    // The image's own postAttach counts too; its label says so without a
+    // round trip (it holds the image's entries).
+    let attach_due = options.post_attach
+        && (loaded.model.lifecycle.get(Hook::PostAttach).is_some()
+            || !metadata::of_container(loaded, &name, label(&container, labels::METADATA))
+                .merged
+                .hook(Hook::PostAttach)
+                .is_empty());
     if running && !created && !attach_due && ready::is_done(&id, &started_at) {
         return Ok(result(false));
     }
@@ -147,13 +162,17 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         }
     }
     let container_env = super::container_env(&container);
+    let metadata = match made_with {
+        Some(m) => m,
+        None => image_metadata(engine, loaded, &container, &name).await?,
+    };
     // Before the hooks, so they can use the forwarded credentials.
     crate::cli::forward_cmd::start_for_up(loaded, &name)?;
-    let mut ctx = hooks::HookContext::new(loaded, &remote_user, &container_env);
+    let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &remote_user, &container_env);
     ctx.env.extend(crate::forward::room_env(&name));
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.
-    let mode = loaded.model.user_env_probe.unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
+    let mode = metadata.merged.user_env_probe.unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
     let probed = super::probe::probe(&link, &remote_user, mode, &ctx.cwd).await;
     if let Some(probed) = &probed {
         ctx.env = probed.clone().into_iter().chain(std::mem::take(&mut ctx.env)).collect();
@@ -190,8 +209,9 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
 }
 
 enum Created {
-    /// We made it: our create won (with what peer messaging gave it).
-    Ours(ContainerInspectResponse, Option<Box<peers::Prepared>>),
+    /// We made it: our create won (with what peer messaging gave it, and
+    /// the metadata it was made with).
+    Ours(ContainerInspectResponse, Option<Box<peers::Prepared>>, Box<RoomMetadata>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -213,9 +233,10 @@ async fn create_room(
     // The plan is pure; the image facts only shape the program and the user.
     create::plan(name, "", loaded, &create::ImageFacts::default())?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
+    let metadata = metadata::for_new_room(loaded, &image, facts.metadata.as_deref(), &[]);
     let peer_setup = if options.peer {
-        let user = create::remote_user(loaded, &facts);
-        let update_uid = loaded.model.update_remote_user_uid.unwrap_or(true);
+        let user = create::remote_user(&metadata.merged, &facts);
+        let update_uid = metadata.merged.update_remote_user_uid.unwrap_or(true);
         let (group, registry) = (&options.peer_group, &options.peer_registry);
         match peers::prepare(engine, scope, group, &image, &user, update_uid, registry).await {
             Ok(p) => Some(p),
@@ -230,9 +251,26 @@ async fn create_room(
     } else {
         None
     };
-    let mut plan = create::plan_with_peers(name, &image, loaded, &facts, peer_setup.as_ref().map(|p| &p.join))?;
-    for w in crate::plan::nested::apply(&mut plan, options.shape) {
+    let mut plan = create::plan_with_peers(
+        name,
+        &image,
+        loaded,
+        &facts,
+        &metadata,
+        !options.refuse_metadata_privileged,
+        peer_setup.as_ref().map(|p| &p.join),
+    )?;
+    let confinement = match options.shape.nested {
+        true => super::nested::confinement(engine).await,
+        false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
+    };
+    for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
         eprintln!("warning: {name}: {w}");
+    }
+    // Before the create: when the engine refuses what metadata asked for
+    // (privileged, a capability), the line saying who asked is already out.
+    for w in metadata.warnings.iter().chain(&plan.warnings) {
+        eprintln!("warning: {w}");
     }
     let room_labels = plan.body.labels.get_or_insert_with(Default::default);
     room_labels.extend(peer_plan::scope_labels(scope));
@@ -277,7 +315,7 @@ async fn create_room(
     }
     .await;
     match prepared {
-        Ok(c) => Ok(Created::Ours(c, peer_setup.map(Box::new))),
+        Ok(c) => Ok(Created::Ours(c, peer_setup.map(Box::new), Box::new(metadata))),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
@@ -286,6 +324,27 @@ async fn create_room(
             Err(e.context(format!("{name} was not made (removed again)")))
         }
     }
+}
+
+/// The metadata of a room made before this `up`: its image's label (by the
+/// id it was made from, so a retag does not change it) under the current
+/// devcontainer.json. When the image is gone, the room's own label stands
+/// in for it, as the reference reads a room.
+async fn image_metadata(
+    engine: &Engine,
+    loaded: &Loaded,
+    c: &ContainerInspectResponse,
+    name: &str,
+) -> anyhow::Result<RoomMetadata> {
+    let shown = c.config.as_ref().and_then(|c| c.image.clone()).unwrap_or_default();
+    let found = match c.image.as_deref() {
+        Some(id) => engine.inspect_image(id).await?,
+        None => None,
+    };
+    Ok(match found {
+        Some(image) => metadata::for_new_room(loaded, &shown, image::facts(&image).metadata.as_deref(), &[]),
+        None => metadata::of_container(loaded, name, label(c, labels::METADATA)),
+    })
 }
 
 fn label<'a>(c: &'a ContainerInspectResponse, key: &str) -> Option<&'a str> {

@@ -259,3 +259,28 @@ pub fn runtime() -> tokio::runtime::Runtime {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// The reference CLI unpacked from `../shared/peers` (beside the repository
+/// in CI; `WORKROOM_REFERENCE_PEERS` names another folder, as a worktree
+/// needs); removed with the returned folder.
+pub fn reference_cli() -> (tempfile::TempDir, PathBuf) {
+    let peers = std::env::var_os("WORKROOM_REFERENCE_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/peers"));
+    let tgz = std::fs::read_dir(&peers)
+        .unwrap_or_else(|e| panic!("{}: {e} (the reference CLI is expected there)", peers.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("devcontainers-cli-") && name.ends_with(".tgz")
+        })
+        .unwrap_or_else(|| panic!("no devcontainers-cli-*.tgz in {}", peers.display()));
+    let dir = tempfile::Builder::new().prefix("wr-test-refcli-").tempdir().unwrap();
+    let mut untar = Command::new("tar");
+    untar.arg("-xzf").arg(&tgz).arg("-C").arg(dir.path());
+    let out = output_within(untar, None);
+    assert!(out.status.success(), "unpack {}: {}", tgz.display(), stderr(&out));
+    let js = dir.path().join("package/devcontainer.js");
+    assert!(js.is_file(), "{} holds no package/devcontainer.js", tgz.display());
+    (dir, js)
+}

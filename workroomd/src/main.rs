@@ -2,7 +2,7 @@
 //! (busybox-only, alpine, distroless) with no libc, no NSS and no shell.
 //!
 //! Subcommands:
-//! - `serve [--program ARGV_JSON]`: the room's main process (under Docker's init).
+//! - `serve [--entrypoint CMD]... [--program-user U] [-- ARGV]`: the room's main process (under Docker's init).
 //! - `relay`: stdio ⇄ the daemon socket, for `docker exec -i`.
 //! - `anchor`: PID 1 of the peer anchor; reaps zombies.
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
@@ -18,6 +18,7 @@ mod anchor;
 mod attach;
 mod bootid;
 mod credentials;
+mod entrypoints;
 mod forward;
 mod handoff;
 mod jobs;

@@ -22,15 +22,21 @@ const READ_CHUNK: usize = 64 * 1024;
 pub struct Options {
     pub program_user: Option<String>,
     pub program: Vec<String>,
+    /// Metadata entrypoints, run at each start before serving.
+    pub entrypoints: Vec<String>,
 }
 
 pub fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { program_user: None, program: Vec::new() };
+    let mut options = Options { program_user: None, program: Vec::new(), entrypoints: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--program-user" => {
                 options.program_user = Some(args.get(i + 1).ok_or("--program-user needs a user")?.clone());
+                i += 2;
+            }
+            "--entrypoint" => {
+                options.entrypoints.push(args.get(i + 1).ok_or("--entrypoint needs a command")?.clone());
                 i += 2;
             }
             "--" => {
@@ -63,6 +69,11 @@ pub fn run(args: &[String]) -> i32 {
 
 async fn serve(options: Options) -> i32 {
     let mut inherited = crate::handoff::take_inherited();
+    if inherited.is_none() {
+        // A start, not a hand-off. Before the socket exists, so `up` reaches
+        // the daemon, and runs postStart, only once they are done.
+        crate::entrypoints::run(&options.entrypoints).await;
+    }
     let listener = match inherited.as_mut().and_then(|i| i.listener.take()) {
         Some(l) => l,
         None => match bind(Path::new(room::RUN_DIR), Path::new(room::SOCKET_PATH)) {
@@ -345,4 +356,22 @@ async fn supervise(state: Arc<State>, options: Options) {
     };
     eprintln!("workroomd: program ended: {exit:?}");
     *state.program.lock().expect("program lock") = ProgramStatus::Exited(exit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entrypoints_are_kept_in_order_beside_the_program_and_its_user() {
+        let args: Vec<String> =
+            ["--entrypoint", "/a.sh", "--entrypoint", "b --x", "--program-user", "dev", "--", "/init", "--entrypoint"]
+                .map(String::from)
+                .into();
+        let o = parse_args(&args).unwrap();
+        assert_eq!(o.entrypoints, ["/a.sh", "b --x"]);
+        assert_eq!(o.program_user.as_deref(), Some("dev"));
+        assert_eq!(o.program, ["/init", "--entrypoint"], "after `--` everything is the program's");
+        assert!(parse_args(&["--entrypoint".to_string()]).is_err());
+    }
 }
