@@ -20,11 +20,11 @@ pub enum RoomLinkError {
     NotListening { room: String, detail: String },
     #[error("{room} has no workroom daemon at {path}; it was not made by this workroom (recreate it with `workroom up --recreate`)")]
     NoDaemon { room: String, path: &'static str },
-    #[error("the daemon in {room}: {source}")]
+    #[error("the daemon in {room}")]
     Link { room: String, source: LinkError },
     #[error("the daemon in {room} answered {answer:?} to {asked}")]
     Unexpected { room: String, asked: &'static str, answer: String },
-    #[error("the daemon in {room}: {source}")]
+    #[error("the daemon in {room}")]
     Stream { room: String, source: StreamError },
     #[error("the daemon in {room} refused: {message}")]
     Refused { room: String, message: String },
@@ -193,5 +193,21 @@ impl LinePrefixer {
             let rest = std::mem::take(&mut self.partial);
             self.write(&rest);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use workroomd::proto::Role;
+
+    #[test]
+    fn a_link_or_stream_failure_says_its_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the pipe broke");
+        let link = RoomLinkError::Link { room: "r".into(), source: LinkError::Read { peer: Role::Daemon, source: io } };
+        let chain = format!("{:#}", anyhow::Error::new(link));
+        assert_eq!(chain, "the daemon in r: could not read from the daemon: the pipe broke");
+        let stream = RoomLinkError::Stream { room: "r".into(), source: StreamError::LinkClosed("gone".into()) };
+        assert_eq!(format!("{:#}", anyhow::Error::new(stream)), "the daemon in r: link closed: gone");
     }
 }

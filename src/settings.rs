@@ -143,7 +143,7 @@ pub struct Flags {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read { path: String, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
@@ -298,6 +298,15 @@ pub fn load_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_settings_file_says_the_os_error_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // A folder where the file should be: reading it fails with EISDIR.
+        let err = read(dir.path()).unwrap_err();
+        let chain = format!("{:#}", anyhow::Error::new(err));
+        assert_eq!(chain.matches("Is a directory").count(), 1, "{chain}");
+    }
 
     fn file(peer: Option<bool>, registry: Option<&str>) -> SettingsFile {
         SettingsFile { peer_messaging: peer, peer_registry: registry.map(PathBuf::from), ..Default::default() }

@@ -34,7 +34,7 @@ fn a_missing_comma_is_refused_with_line_and_column() {
 
 #[test]
 fn an_unclosed_object_is_refused_with_line_and_column() {
-    refused_with("malformed-unclosed", &["devcontainer.json:4:18: ", "ends too early"]);
+    refused_with("malformed-unclosed", &["devcontainer.json:5:11: ", "ends too early", "the object opened at 4:18"]);
 }
 
 #[test]
@@ -98,4 +98,102 @@ fn no_config_found_names_every_path_tried() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(".devcontainer/devcontainer.json") && err.contains("no-config/.devcontainer.json;"), "{err}");
     assert!(err.contains("--config FILE"), "{err}");
+}
+
+/// `workroom COMMAND --workspace-folder DIR` on a config of raw bytes.
+fn run_on(command: &str, bytes: &[u8]) -> (i32, String, String) {
+    let dir = tempfile::Builder::new().prefix("wr-config-").tempdir().unwrap();
+    std::fs::write(dir.path().join(".devcontainer.json"), bytes).unwrap();
+    let out = std::process::Command::new(workroom_bin())
+        .args([command, "--workspace-folder"])
+        .arg(dir.path())
+        .env("WORKROOM_SCOPE", "config-cli-no-room")
+        .output()
+        .unwrap();
+    let err = stderr(&out).replace(&dir.path().display().to_string(), "DIR");
+    (out.status.code().unwrap_or(-1), err, stdout(&out))
+}
+
+#[test]
+fn arrays_nested_100000_deep_are_refused_in_one_line_by_config_and_up_instead_of_aborting() {
+    let text = format!("{{\"image\": \"x\", \"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    for command in ["config", "up"] {
+        let (code, err, _) = run_on(command, text.as_bytes());
+        assert_eq!(code, 2, "{command}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            "workroom: DIR/.devcontainer.json:1:148: nested deeper than 128 levels; \
+             a devcontainer.json needs a handful (an unclosed `[` or `{` repeated?)",
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn a_byte_that_is_not_utf8_is_named_by_line_and_column_once() {
+    let (code, err, _) = run_on("config", b"{\n  \"image\": \"x\xff\"\n}\n");
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.trim_end(), "workroom: DIR/.devcontainer.json:2:14: not UTF-8");
+}
+
+#[test]
+fn an_unclosed_block_comment_points_where_it_opened_not_at_1_1() {
+    let (code, err, _) = run_on("config", b"{\n  \"image\": \"x\", /* here\n  \"name\": \"a\"\n}\n");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("devcontainer.json:4:2: the file ends too early: the block comment opened at 2:17"), "{err}");
+}
+
+#[test]
+fn a_key_given_twice_is_a_warning_naming_both_lines() {
+    let (code, err, out) = run_on("config", b"{\n  \"image\": \"a\",\n  \"image\": \"b\"\n}\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("image b"), "{out}");
+    assert_eq!(
+        err.trim_end(),
+        "warning: DIR/.devcontainer.json:3:3: `image` is also set at line 2; the last one is used"
+    );
+}
+
+#[test]
+fn json5_only_syntax_is_a_warning_that_the_reference_reads_the_file_differently() {
+    let (code, err, _) = run_on("config", b"{\n  \"image\": \"a\",\n  \"x\": 0x10,\n  y: +1,\n  \"z\": 'q'\n}\n");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("reads this file differently")).collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    for (line, what) in [
+        ("3:8", "a hexadecimal number"),
+        ("4:3", "an unquoted key"),
+        ("4:6", "a number with a leading `+`"),
+        ("5:8", "a single-quoted string"),
+    ] {
+        let expected = format!("warning: DIR/.devcontainer.json:{line}: {what}");
+        assert!(lines.iter().any(|l| l.starts_with(&expected)), "{expected:?} in {err}");
+    }
+}
+
+#[test]
+fn config_refuses_the_run_args_and_workspace_mount_that_up_refuses_with_the_same_line() {
+    for body in [
+        r#"{"image": "workroom-fixture/busybox:1", "runArgs": ["--memory", "lots"]}"#,
+        r#"{"image": "workroom-fixture/busybox:1", "workspaceMount": "type=bind,source=/tmp"}"#,
+    ] {
+        let (code, config_err, _) = run_on("config", body.as_bytes());
+        assert_eq!(code, 2, "config exits 2 on {body}: {config_err}");
+        assert_eq!(config_err.trim_end().lines().count(), 1, "{config_err}");
+        assert!(config_err.contains("DIR/.devcontainer.json: "), "{config_err}");
+        let (code, up_err, _) = run_on("up", body.as_bytes());
+        assert_eq!(code, 2, "up exits 2 on {body}: {up_err}");
+        assert_eq!(config_err, up_err);
+    }
+}
+
+#[test]
+fn a_dockerfile_that_is_a_folder_says_it_is_a_folder_not_that_it_does_not_exist() {
+    let (code, err, _) = run_on("config", br#"{"build": {"dockerfile": "."}}"#);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "workroom: DIR/.devcontainer.json: `build.dockerfile` names DIR/., which is a folder; \
+         name the Dockerfile itself, such as \"Dockerfile\""
+    );
 }

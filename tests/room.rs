@@ -564,13 +564,13 @@ fn an_unsupported_run_arg_is_refused_by_name_and_leaves_nothing() {
     let volume = Volume::new();
     let ws = Workspace::new(json!({
         "image": BUSYBOX,
-        "runArgs": ["--gpus", "all"],
+        "runArgs": ["--cidfile", "/tmp/wr-test.cid"],
         "mounts": [volume.mount()],
     }));
     let out = ws.workroom(&["up"]);
-    assert_refused(&out, &["`--gpus` is not supported"]);
-    assert_eq!(stderr(&out).matches("--gpus").count(), 1, "said once: {}", stderr(&out));
-    assert_refused_json(&ws, "`--gpus` is not supported");
+    assert_refused(&out, &["`--cidfile` cannot apply to a room"]);
+    assert_eq!(stderr(&out).matches("--cidfile").count(), 1, "said once: {}", stderr(&out));
+    assert_refused_json(&ws, "`--cidfile` cannot apply to a room");
     assert_eq!(ws.containers(), Vec::<String>::new());
     assert!(!volume.exists());
 }
@@ -608,9 +608,9 @@ fn a_failing_dockerfile_build_leaves_no_container_volume_or_image() {
 
 #[test]
 fn an_unsupported_run_arg_is_refused_before_the_dockerfile_is_built() {
-    let built = Built::new(json!({ "runArgs": ["--gpus", "all"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
+    let built = Built::new(json!({ "runArgs": ["--rm"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
     let out = built.ws.workroom(&["up"]);
-    assert_refused(&out, &["`--gpus` is not supported"]);
+    assert_refused(&out, &["`--rm` cannot apply to a room"]);
     assert!(!stderr(&out).contains("Step 1/"), "the build ran: {}", stderr(&out));
     assert!(!built.tag_exists());
     assert_eq!(built.labelled_images(), Vec::<String>::new());

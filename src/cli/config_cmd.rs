@@ -19,6 +19,8 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     let mut request =
         LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
     let mut loaded = config::load(&request)?;
+    // What `up` would refuse before making anything, `config` refuses too.
+    crate::plan::create::check(&loaded)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());
     let room = engine.as_ref().ok().and_then(|engine| runtime.block_on(room(engine, &loaded)));
@@ -46,8 +48,8 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     } else {
         output::print(&summary(&loaded))?;
     }
-    for unknown in &loaded.model.unknown {
-        eprintln!("warning: {}: unknown property `{unknown}` (ignored)", loaded.config_path.display());
+    for warning in loaded.warnings() {
+        eprintln!("warning: {warning}");
     }
     Ok(0)
 }

@@ -22,10 +22,17 @@ pub fn find_config(workspace: &Path, explicit: Option<&Path>) -> Result<PathBuf,
         };
     }
     let tried: Vec<PathBuf> = CANDIDATES.iter().map(|c| workspace.join(c)).collect();
-    match tried.iter().find(|p| p.is_file()) {
-        Some(found) => Ok(found.clone()),
-        None => Err(ConfigError::NotFound { workspace: workspace.to_path_buf(), tried }),
+    for candidate in &tried {
+        match std::fs::metadata(candidate) {
+            Ok(meta) if meta.is_file() => return Ok(candidate.clone()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // A symlink loop or a folder we may not enter: the file is there
+            // but unreadable, which "no devcontainer.json" would hide.
+            Err(source) => return Err(ConfigError::Read { path: candidate.clone(), source }),
+        }
     }
+    Err(ConfigError::NotFound { workspace: workspace.to_path_buf(), tried })
 }
 
 #[cfg(test)]
@@ -66,10 +73,25 @@ mod tests {
     }
 
     #[test]
+    fn a_symlink_loop_says_too_many_levels_of_symbolic_links_not_no_devcontainer_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(".devcontainer");
+        fs::create_dir(&folder).unwrap();
+        std::os::unix::fs::symlink("devcontainer.json", folder.join("devcontainer.json")).unwrap();
+        let err = find_config(dir.path(), None).unwrap_err();
+        let chain = format!("{:#}", anyhow::Error::new(err));
+        let expected = format!("{}: cannot read the configuration: ", folder.join("devcontainer.json").display());
+        assert!(chain.starts_with(&expected), "{chain}");
+        assert!(chain.contains("Too many levels of symbolic links"), "{chain}");
+    }
+
+    #[test]
     fn a_missing_explicit_config_names_it() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("nope.json");
-        let err = find_config(dir.path(), Some(&file)).unwrap_err().to_string();
-        assert!(err.starts_with(&format!("{}: cannot read", file.display())), "{err}");
+        let err = find_config(dir.path(), Some(&file)).unwrap_err();
+        let chain = format!("{:#}", anyhow::Error::new(err));
+        assert!(chain.starts_with(&format!("{}: cannot read", file.display())), "{chain}");
+        assert_eq!(chain.matches("No such file or directory").count(), 1, "the OS error once: {chain}");
     }
 }

@@ -1,6 +1,8 @@
 //! Errors of reading a devcontainer.json. Each names the file and, where there
 //! is one, the line and column or the property, and says what was expected:
 //! the reference CLI silently drops a field it cannot read, we refuse the file.
+//! A field named `source` is the cause, which `main` prints after the
+//! message: the message never repeats it.
 
 use std::path::PathBuf;
 
@@ -13,7 +15,7 @@ pub enum ConfigError {
     )]
     NotFound { workspace: PathBuf, tried: Vec<PathBuf> },
 
-    #[error("{path}: cannot read the configuration: {source}", path = .path.display())]
+    #[error("{path}: cannot read the configuration", path = .path.display())]
     Read { path: PathBuf, source: std::io::Error },
 
     #[error("{path}:{line}:{column}: {message}", path = .path.display())]

@@ -13,6 +13,7 @@ mod error;
 mod id;
 mod model;
 mod parse;
+mod scan;
 pub mod substitute;
 mod workspace;
 
@@ -20,9 +21,10 @@ pub use discover::{find_config, CANDIDATES};
 pub use error::ConfigError;
 pub use id::{devcontainer_id, id_labels};
 pub use model::{
-    AppPort, Build, Command, DevContainer, ForwardPort, Hook, Lifecycle, Mount, PortAttributes, Source, UserEnvProbe,
+    AppPort, Build, Command, DevContainer, ForwardPort, Gpu, Hook, HostRequirements, Lifecycle, Mount, PortAttributes,
+    Source, UserEnvProbe,
 };
-pub use parse::parse_document;
+pub use parse::{parse_document, Parsed};
 pub use workspace::{git_root, Workspace};
 
 use serde_json::{Map, Value};
@@ -74,6 +76,9 @@ pub struct Loaded {
     /// The passes `json` was substituted with, for values that come from
     /// elsewhere (image and feature metadata).
     pub substitution: Substitution,
+    /// What the parser took but the reader should hear about (a key given
+    /// twice, JSON5-only syntax): `path:line:column: what`.
+    pub parse_warnings: Vec<String>,
 }
 
 /// What a configuration's variables are resolved with, kept so values from
@@ -117,6 +122,17 @@ impl Substitution {
 }
 
 impl Loaded {
+    /// Every warning about the file, each a line for stderr after `warning: `:
+    /// what the parser found, then unknown properties.
+    pub fn warnings(&self) -> Vec<String> {
+        let unknown = self
+            .model
+            .unknown
+            .iter()
+            .map(|p| format!("{}: unknown property `{p}` (ignored)", self.config_path.display()));
+        self.parse_warnings.iter().cloned().chain(unknown).collect()
+    }
+
     /// The reference CLI's `read-configuration` output:
     /// `{"configuration": {...}, "workspace": {...}}`, with `configFilePath`
     /// a plain path rather than the reference's URI object.
@@ -140,9 +156,10 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
         .filter(|p| p.is_dir())
         .ok_or_else(|| ConfigError::NoWorkspace { path: request.workspace_folder.clone() })?;
     let config_path = find_config(&local_folder, request.config.as_deref())?;
-    let text = std::fs::read_to_string(&config_path)
-        .map_err(|source| ConfigError::Read { path: config_path.clone(), source })?;
-    let raw = update_from_old_properties(parse_document(&config_path, &text)?);
+    let bytes =
+        std::fs::read(&config_path).map_err(|source| ConfigError::Read { path: config_path.clone(), source })?;
+    let parsed = parse_document(&config_path, parse::decode(&config_path, &bytes)?)?;
+    let raw = update_from_old_properties(parsed.map);
 
     let raw_folder = raw.get("workspaceFolder").and_then(Value::as_str);
     let raw_mount = match raw.get("workspaceMount") {
@@ -189,7 +206,16 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
             message: format!("`workspaceFolder` must be an absolute path in the container, found {:?}", ws.folder),
         });
     }
-    Ok(Loaded { config_path, workspace: ws, devcontainer_id, json, raw, model, substitution })
+    Ok(Loaded {
+        config_path,
+        workspace: ws,
+        devcontainer_id,
+        json,
+        raw,
+        model,
+        substitution,
+        parse_warnings: parsed.warnings,
+    })
 }
 
 fn path_str<'a>(config: &Path, path: &'a Path) -> Result<&'a str, ConfigError> {

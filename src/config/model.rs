@@ -36,9 +36,31 @@ pub struct DevContainer {
     pub lifecycle: Lifecycle,
     pub wait_for: Option<Hook>,
     pub customizations: Option<Map<String, Value>>,
+    pub host_requirements: Option<HostRequirements>,
     /// Properties we do not know; printed as warnings, since a typo such as
     /// `postCreateComand` would otherwise be silently ignored.
     pub unknown: Vec<String>,
+}
+
+/// `hostRequirements`: what the engine's host should have; a shortfall is a
+/// warning, as the reference warns for a GPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostRequirements {
+    pub cpus: Option<u64>,
+    /// Bytes.
+    pub memory: Option<u64>,
+    /// Bytes.
+    pub storage: Option<u64>,
+    pub gpu: Gpu,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Gpu {
+    #[default]
+    No,
+    /// Used when there is one; no warning when there is none.
+    Optional,
+    Required,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -237,6 +259,7 @@ pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, Conf
         lifecycle,
         wait_for: r.wait_for(json)?,
         customizations: r.object(json, "customizations")?.cloned(),
+        host_requirements: r.host_requirements(json)?,
         unknown: json.keys().filter(|k| !KNOWN.contains(&k.as_str())).cloned().collect(),
     })
 }
@@ -297,6 +320,15 @@ impl Reader<'_> {
 
         if let Some((property, file)) = dockerfile {
             let dockerfile = dir.join(&file);
+            if dockerfile.is_dir() {
+                return Err(ConfigError::Invalid {
+                    path: self.path.to_path_buf(),
+                    message: format!(
+                        "`{property}` names {}, which is a folder; name the Dockerfile itself, such as \"Dockerfile\"",
+                        dockerfile.display()
+                    ),
+                });
+            }
             if !dockerfile.is_file() {
                 return Err(ConfigError::MissingFile { path: self.path.to_path_buf(), property, missing: dockerfile });
             }
@@ -531,6 +563,39 @@ impl Reader<'_> {
         })
     }
 
+    fn host_requirements(&self, json: &Map<String, Value>) -> Result<Option<HostRequirements>, ConfigError> {
+        let Some(req) = self.object(json, "hostRequirements")? else { return Ok(None) };
+        let nest = |e| self.nest(e, "hostRequirements");
+        let size = |key: &str| -> Result<Option<u64>, ConfigError> {
+            let Some(text) = self.string(req, key).map_err(nest)? else { return Ok(None) };
+            let bytes = size_of(&text).ok_or_else(|| {
+                self.type_error(
+                    format!("hostRequirements.{key}"),
+                    "a size such as \"8gb\" (tb, gb, mb, kb)",
+                    &Value::String(text.clone()),
+                )
+            })?;
+            Ok(Some(bytes))
+        };
+        let cpus = match req.get("cpus") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| self.type_error("hostRequirements.cpus", "a whole number of CPUs from 1", v))?,
+            ),
+        };
+        let gpu = match req.get("gpu") {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => Gpu::No,
+            Some(Value::Bool(true)) | Some(Value::Object(_)) => Gpu::Required,
+            Some(Value::String(s)) if s == "optional" => Gpu::Optional,
+            Some(other) => {
+                return Err(self.type_error("hostRequirements.gpu", "true, false, \"optional\" or an object", other))
+            }
+        };
+        Ok(Some(HostRequirements { cpus, memory: size("memory")?, storage: size("storage")?, gpu }))
+    }
+
     fn mounts(&self, json: &Map<String, Value>) -> Result<Vec<Mount>, ConfigError> {
         self.items(json, "mounts", "an array")?
             .iter()
@@ -591,6 +656,26 @@ impl Reader<'_> {
             Some(other) => Err(self.type_error(key, "a string, an array of strings or an object of commands", other)),
         }
     }
+}
+
+/// A `hostRequirements` size, as the schema writes it: digits and an
+/// optional `tb`, `gb`, `mb` or `kb` (binary units, as the reference reads them).
+fn size_of(text: &str) -> Option<u64> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (digits, shift) = match lower.strip_suffix('b') {
+        Some(rest) => match rest.chars().last()? {
+            't' => (&rest[..rest.len() - 1], 40),
+            'g' => (&rest[..rest.len() - 1], 30),
+            'm' => (&rest[..rest.len() - 1], 20),
+            'k' => (&rest[..rest.len() - 1], 10),
+            _ => return None,
+        },
+        None => (lower.as_str(), 0),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 fn quoted(items: &[&str]) -> String {

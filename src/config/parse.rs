@@ -2,13 +2,40 @@
 //! with json5 (a superset) into a `serde_json::Value`, keeping key order so
 //! `workroom config --json` prints keys as written, and turn parser errors
 //! into `path:line:column: what was expected`.
+//!
+//! A pass of our own ([`super::scan`]) goes first: it refuses nesting deep
+//! enough to exhaust json5's stack, says where an unfinished file's open
+//! object, string or comment began, and finds what json5 takes silently but
+//! the reference CLI reads otherwise (a key given twice, JSON5-only syntax).
 
+use super::scan::{self, Pos};
 use super::ConfigError;
 use serde_json::Value;
 use std::path::Path;
 
+/// A parsed document and what deserves a warning in it.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub map: serde_json::Map<String, Value>,
+    /// Each a whole line but for the `warning: ` prefix:
+    /// `path:line:column: what`.
+    pub warnings: Vec<String>,
+}
+
+/// The file's bytes as text; a byte that is not UTF-8 is refused where it is.
+pub fn decode<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, ConfigError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let valid = &bytes[..e.valid_up_to()];
+        // `valid_up_to` is the length of the valid prefix, so this is text.
+        let Pos { line, column } = end_of(std::str::from_utf8(valid).unwrap_or_default());
+        let utf16 = bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]);
+        let hint = if utf16 { " (it looks like UTF-16; save it as UTF-8)" } else { "" };
+        ConfigError::Syntax { path: path.to_path_buf(), line, column, message: format!("not UTF-8{hint}") }
+    })
+}
+
 /// Parses the text of `path`; the top level must be an object.
-pub fn parse_document(path: &Path, text: &str) -> Result<serde_json::Map<String, Value>, ConfigError> {
+pub fn parse_document(path: &Path, text: &str) -> Result<Parsed, ConfigError> {
     // A BOM is legal at the start of the file and json5 would reject it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() {
@@ -17,10 +44,20 @@ pub fn parse_document(path: &Path, text: &str) -> Result<serde_json::Map<String,
             message: "the file is empty; expected an object such as {\"image\": \"debian\"}".into(),
         });
     }
-    let mut value: Value = json5::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+    let scanned = scan::scan(text).map_err(|deep| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        line: deep.at.line,
+        column: deep.at.column,
+        message: format!(
+            "nested deeper than {} levels; a devcontainer.json needs a handful (an unclosed `[` or `{{` repeated?)",
+            scan::MAX_DEPTH
+        ),
+    })?;
+    let mut value: Value = json5::from_str(text).map_err(|e| syntax_error(path, &scanned, &e))?;
     as_javascript_reads_it(&mut value);
+    let warnings = scanned.findings.iter().map(|f| format!("{}:{}: {}", path.display(), f.at, f.message)).collect();
     match value {
-        Value::Object(map) => Ok(map),
+        Value::Object(map) => Ok(Parsed { map, warnings }),
         other => Err(ConfigError::Type {
             path: path.to_path_buf(),
             property: "(top level)".into(),
@@ -58,21 +95,31 @@ fn as_javascript_reads_it(value: &mut Value) {
     }
 }
 
-fn syntax_error(path: &Path, text: &str, e: &json5::Error) -> ConfigError {
+fn syntax_error(path: &Path, scanned: &scan::Scan, e: &json5::Error) -> ConfigError {
+    let ends_early = e.code().is_some_and(|code| code.to_string().starts_with("EOF"));
+    if ends_early {
+        // json5 points at the start of the value it was reading, 1:1 for the
+        // top-level object: we point where the text ends and name what is
+        // still open there.
+        let what = match scanned.open_at_end {
+            Some(open) => open.describe(),
+            None => e.code().map(|c| c.to_string().replace("EOF", "end of file")).unwrap_or_default(),
+        };
+        let Pos { line, column } = scanned.end;
+        return ConfigError::Syntax {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: format!("the file ends too early: {what}"),
+        };
+    }
     let (line, column) = match e.position() {
         // json5 counts from 0; editors and compilers count from 1.
         Some(p) => (p.line + 1, p.column + 1),
-        None => end_position(text),
+        None => (scanned.end.line, scanned.end.column),
     };
     let message = match e.code() {
-        Some(code) => {
-            let what = code.to_string();
-            if what.starts_with("EOF") {
-                format!("the file ends too early ({})", what.replace("EOF", "end of file"))
-            } else {
-                what
-            }
-        }
+        Some(code) => code.to_string(),
         None => strip_position(&e.to_string()),
     };
     ConfigError::Syntax { path: path.to_path_buf(), line, column, message }
@@ -86,10 +133,21 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-fn end_position(text: &str) -> (usize, usize) {
-    let line = text.lines().count().max(1);
-    let column = text.lines().last().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
+/// The position just past the end of `text`.
+fn end_of(text: &str) -> Pos {
+    let mut pos = Pos { line: 1, column: 1 };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}') {
+            if c == '\r' && chars.peek() == Some(&'\n') {
+                chars.next();
+            }
+            pos = Pos { line: pos.line + 1, column: 1 };
+        } else {
+            pos.column += 1;
+        }
+    }
+    pos
 }
 
 #[cfg(test)]
@@ -98,7 +156,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn parse(text: &str) -> Result<serde_json::Map<String, Value>, ConfigError> {
-        parse_document(&PathBuf::from("/w/.devcontainer/devcontainer.json"), text)
+        parse_document(&PathBuf::from("/w/.devcontainer/devcontainer.json"), text).map(|p| p.map)
     }
 
     #[test]
@@ -128,6 +186,84 @@ mod tests {
         let err = parse("{\n  \"image\": \"debian\",\n").unwrap_err().to_string();
         assert!(err.starts_with("/w/.devcontainer/devcontainer.json:"), "{err}");
         assert!(err.contains("ends too early"), "{err}");
+    }
+
+    #[test]
+    fn an_unclosed_top_level_object_points_where_the_file_ends_not_at_1_1() {
+        let err = parse("{\n  \"image\": \"x\",\n  \"name\": \"a\"\n").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "/w/.devcontainer/devcontainer.json:3:14: the file ends too early: \
+             the object opened at 1:1 is not closed (a missing `}`?)"
+        );
+    }
+
+    #[test]
+    fn an_unclosed_block_comment_names_where_it_opened_not_1_1() {
+        let err = parse("{\n  \"image\": \"x\", /* here\n  \"name\": \"a\"\n}\n").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "/w/.devcontainer/devcontainer.json:4:2: the file ends too early: \
+             the block comment opened at 2:17 is not closed (a missing `*/`?)"
+        );
+    }
+
+    #[test]
+    fn an_unclosed_string_names_where_it_opened() {
+        let err = parse("{\"image\": \"x}").unwrap_err().to_string();
+        assert!(err.contains("the string opened at 1:11 is not closed"), "{err}");
+    }
+
+    #[test]
+    fn a_ten_megabyte_file_broken_at_its_end_points_at_its_end() {
+        let mut text = String::from("{\n  \"image\": \"x\",\n  \"customizations\": {\"big\": [\n");
+        while text.len() < 10 << 20 {
+            text.push_str("    \"0123456789012345678901234567890123456789012345678901234567890123456789\",\n");
+        }
+        let lines = text.lines().count();
+        text.push_str("    \"last\"\n  ]\n");
+        let err = parse(&text).unwrap_err().to_string();
+        let end = format!("devcontainer.json:{}:4: the file ends too early: ", lines + 2);
+        assert!(err.contains(&end), "{}", &err[..err.len().min(300)]);
+        assert!(err.contains("the object opened at 3:21 is not closed"), "{err}");
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_is_refused_with_its_line_and_column_once() {
+        let path = PathBuf::from("/w/devcontainer.json");
+        let err = decode(&path, b"{\n  \"image\": \"x\xff\"\n}").unwrap_err().to_string();
+        assert_eq!(err, "/w/devcontainer.json:2:14: not UTF-8");
+        let err = decode(&path, b"\xff\xfe{\0").unwrap_err().to_string();
+        assert_eq!(err, "/w/devcontainer.json:1:1: not UTF-8 (it looks like UTF-16; save it as UTF-8)");
+    }
+
+    #[test]
+    fn arrays_nested_100000_deep_are_refused_in_one_line_without_overflowing_the_stack() {
+        let text = format!("{{\"image\": \"x\", \"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.starts_with("/w/.devcontainer/devcontainer.json:1:148: nested deeper than 128 levels"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+
+    #[test]
+    fn a_duplicate_key_is_a_warning_naming_both_lines() {
+        let parsed =
+            parse_document(&PathBuf::from("/w/d.json"), "{\n  \"image\": \"a\",\n  \"image\": \"b\"\n}").unwrap();
+        assert_eq!(parsed.map["image"], "b");
+        assert_eq!(parsed.warnings, ["/w/d.json:3:3: `image` is also set at line 2; the last one is used"]);
+    }
+
+    #[test]
+    fn json5_only_syntax_is_a_warning_that_the_reference_reads_the_file_differently() {
+        let parsed = parse_document(&PathBuf::from("/w/d.json"), "{\"image\": \"a\",\n \"x\": 0x10}").unwrap();
+        assert_eq!(parsed.map["x"], 16);
+        assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+        assert!(
+            parsed.warnings[0].starts_with("/w/d.json:2:7: a hexadecimal number is JSON5"),
+            "{:?}",
+            parsed.warnings
+        );
+        assert!(parsed.warnings[0].contains("the reference devcontainer CLI reads this file differently"));
     }
 
     #[test]
@@ -170,5 +306,48 @@ mod properties {
                 prop_assert!(column >= 1);
             }
         }
+    }
+
+    proptest! {
+        // Each case parses ~128 levels; fewer cases keep the suite quick.
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Deep and random nesting, with strings and comments among the
+        /// brackets: parsing never panics nor overflows the stack, and the
+        /// loader's later recursive passes get no more than the limit.
+        #[test]
+        fn deep_and_random_nesting_never_panics_or_aborts(
+            opens in proptest::collection::vec(prop_oneof!["\\[", "\\{\"k\":", "\"\\[\"", "/\\*\\{\\*/", "1,"], 0..400),
+            depth_extra in 0usize..3,
+            closes in 0usize..400,
+        ) {
+            let mut text = String::from("{\"image\": \"x\", \"a\": ");
+            text.push_str(&"[".repeat(scan::MAX_DEPTH - 2 + depth_extra));
+            text.push_str(&opens.concat());
+            text.push_str(&"]".repeat(closes));
+            let parsed = parse_document(&PathBuf::from("/f.json"), &text);
+            if let Ok(p) = &parsed {
+                prop_assert!(depth(&Value::Object(p.map.clone())) <= scan::MAX_DEPTH);
+            }
+        }
+    }
+
+    fn depth(v: &Value) -> usize {
+        match v {
+            Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn nesting_at_the_limit_loads_on_a_test_threads_small_stack() {
+        let n = scan::MAX_DEPTH - 1;
+        let text = format!("{{\"image\": \"x\", \"a\": {}\"${{localEnv:HOME}}\"{}}}", "[".repeat(n), "]".repeat(n));
+        let map = parse_document(&PathBuf::from("/f.json"), &text).unwrap().map;
+        assert_eq!(depth(&Value::Object(map.clone())), scan::MAX_DEPTH);
+        let ctx = crate::config::substitute::Context::default();
+        let out = crate::config::substitute::substitute_value(&ctx, &Value::Object(map)).unwrap();
+        crate::config::model::read(&PathBuf::from("/f.json"), out.as_object().unwrap()).unwrap();
     }
 }

@@ -161,6 +161,14 @@ fn a_config_without_image_or_build_is_refused() {
 }
 
 #[test]
+fn a_dockerfile_that_is_a_folder_says_it_is_a_folder_not_that_it_does_not_exist() {
+    let ws = Ws::new(r#"{ "build": { "dockerfile": "." } }"#);
+    let err = ws.err();
+    assert!(err.contains("`build.dockerfile` names "), "{err}");
+    assert!(err.contains(", which is a folder; name the Dockerfile itself"), "{err}");
+}
+
+#[test]
 fn a_missing_dockerfile_is_refused_naming_it() {
     let ws = Ws::new(r#"{ "build": { "dockerfile": "Nope.Dockerfile" } }"#);
     let missing = ws.folder().join(".devcontainer/Nope.Dockerfile");
@@ -230,4 +238,22 @@ fn a_mount_object_needs_type_and_target() {
 fn a_missing_workspace_folder_is_its_own_error() {
     let err = load(&LoadRequest::new("/nonexistent/wr", None)).unwrap_err().to_string();
     assert_eq!(err, "workspace folder /nonexistent/wr does not exist or is not a folder");
+}
+
+#[test]
+fn host_requirements_are_read_rather_than_ignored() {
+    let ws = Ws::new(
+        r#"{ "image": "i", "hostRequirements": { "cpus": 4, "memory": "8gb", "storage": "32GB", "gpu": "optional" } }"#,
+    );
+    let req = ws.load().unwrap().model.host_requirements.unwrap();
+    assert_eq!(
+        req,
+        HostRequirements { cpus: Some(4), memory: Some(8 << 30), storage: Some(32 << 30), gpu: Gpu::Optional }
+    );
+    let ws = Ws::new(r#"{ "image": "i", "hostRequirements": { "gpu": { "cores": 2 } } }"#);
+    assert_eq!(ws.load().unwrap().model.host_requirements.unwrap().gpu, Gpu::Required);
+    let ws = Ws::new(r#"{ "image": "i", "hostRequirements": { "memory": "8 gigs" } }"#);
+    assert!(ws.err().contains("`hostRequirements.memory` must be a size such as \"8gb\""), "{}", ws.err());
+    let ws = Ws::new(r#"{ "image": "i", "hostRequirements": { "cpus": 0 } }"#);
+    assert!(ws.err().contains("`hostRequirements.cpus` must be a whole number of CPUs from 1"), "{}", ws.err());
 }

@@ -8,21 +8,66 @@ use std::path::{Path, PathBuf};
 
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
-/// The engine address, from the environment and the docker CLI's files.
-pub fn resolve(env: impl Fn(&str) -> Option<String>) -> String {
+/// An engine address we cannot use, named with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error(
+        "{from} is {host}: ssh:// engines are not supported yet; forward the engine's socket with \
+         `ssh -NL /tmp/docker.sock:/var/run/docker.sock {host}` and set DOCKER_HOST=unix:///tmp/docker.sock"
+    )]
+    Ssh { host: String, from: String },
+    #[error("{from} is {host}: workroom reaches an engine at unix:// or tcp:// addresses; set DOCKER_HOST to one")]
+    Scheme { host: String, from: String },
+    #[error(
+        "docker context {name:?} ({from}) does not exist in {contexts}; `docker context ls` lists them, \
+         `docker context use default` (or unsetting DOCKER_CONTEXT) picks the local engine"
+    )]
+    NoContext { name: String, from: String, contexts: String },
+}
+
+/// The engine address, from the environment and the docker CLI's files, in
+/// the docker CLI's order: `DOCKER_HOST`, then the context named by
+/// `DOCKER_CONTEXT`, then `currentContext`. A context that does not exist is
+/// refused by name, as the docker CLI does, rather than quietly meaning the
+/// local engine.
+pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Result<String, HostError> {
     if let Some(host) = env("DOCKER_HOST").filter(|h| !h.is_empty()) {
-        return host;
+        return usable(host, "DOCKER_HOST".into());
     }
     let config_dir =
         env("DOCKER_CONFIG").map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".docker")));
     let Some(config_dir) = config_dir else {
-        return DEFAULT_HOST.into();
+        return Ok(DEFAULT_HOST.into());
     };
-    let context = env("DOCKER_CONTEXT").or_else(|| current_context(&config_dir));
+    let (context, from) = match env("DOCKER_CONTEXT").filter(|c| !c.is_empty()) {
+        Some(c) => (Some(c), "DOCKER_CONTEXT".to_string()),
+        None => {
+            (current_context(&config_dir), format!("currentContext in {}", config_dir.join("config.json").display()))
+        }
+    };
     match context.as_deref() {
-        None | Some("default") | Some("") => DEFAULT_HOST.into(),
-        Some(name) => context_host(&config_dir, name).unwrap_or_else(|| DEFAULT_HOST.into()),
+        None | Some("default") | Some("") => Ok(DEFAULT_HOST.into()),
+        Some(name) => match context_host(&config_dir, name) {
+            Some(host) => usable(host, format!("the endpoint of docker context {name:?}")),
+            None => Err(HostError::NoContext {
+                name: name.to_string(),
+                from,
+                contexts: config_dir.join("contexts/meta").display().to_string(),
+            }),
+        },
     }
+}
+
+/// The addresses the engine edge can dial (bollard's unix and http
+/// transports); others are refused here with what to do instead.
+fn usable(host: String, from: String) -> Result<String, HostError> {
+    if host.starts_with("ssh://") {
+        return Err(HostError::Ssh { host, from });
+    }
+    if ["unix://", "tcp://", "http://"].iter().any(|scheme| host.starts_with(scheme)) {
+        return Ok(host);
+    }
+    Err(HostError::Scheme { host, from })
 }
 
 fn current_context(config_dir: &Path) -> Option<String> {
@@ -51,13 +96,40 @@ mod tests {
 
     #[test]
     fn docker_host_wins() {
-        assert_eq!(resolve(env_of(vec![("DOCKER_HOST", "tcp://h:2375".into())])), "tcp://h:2375");
+        assert_eq!(resolve(env_of(vec![("DOCKER_HOST", "tcp://h:2375".into())])).unwrap(), "tcp://h:2375");
     }
 
     #[test]
     fn no_setting_means_the_local_socket() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(resolve(env_of(vec![("HOME", dir.path().display().to_string())])), DEFAULT_HOST);
+        assert_eq!(resolve(env_of(vec![("HOME", dir.path().display().to_string())])).unwrap(), DEFAULT_HOST);
+    }
+
+    #[test]
+    fn an_ssh_docker_host_says_plainly_it_is_not_supported_yet_and_what_to_use() {
+        let err = resolve(env_of(vec![("DOCKER_HOST", "ssh://me@box".into())])).unwrap_err().to_string();
+        assert!(err.starts_with("DOCKER_HOST is ssh://me@box: ssh:// engines are not supported yet; "), "{err}");
+        assert!(err.contains("ssh -NL /tmp/docker.sock:/var/run/docker.sock ssh://me@box"), "{err}");
+        assert!(!err.contains("Is the engine running"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_scheme_is_refused_with_the_ones_we_speak() {
+        let err = resolve(env_of(vec![("DOCKER_HOST", "npipe:////./pipe/docker_engine".into())])).unwrap_err();
+        assert!(err.to_string().contains("unix:// or tcp://"), "{err}");
+    }
+
+    #[test]
+    fn a_docker_context_that_does_not_exist_is_refused_by_name_not_replaced_by_the_local_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().display().to_string();
+        let err = resolve(env_of(vec![("HOME", home.clone()), ("DOCKER_CONTEXT", "nosuch".into())])).unwrap_err();
+        assert!(err.to_string().starts_with("docker context \"nosuch\" (DOCKER_CONTEXT) does not exist"), "{err}");
+        // The same for a currentContext in the docker CLI's config file.
+        std::fs::create_dir_all(dir.path().join(".docker")).unwrap();
+        std::fs::write(dir.path().join(".docker/config.json"), r#"{"currentContext": "gone"}"#).unwrap();
+        let err = resolve(env_of(vec![("HOME", home)])).unwrap_err().to_string();
+        assert!(err.starts_with("docker context \"gone\" (currentContext in "), "{err}");
     }
 
     #[test]
@@ -71,8 +143,13 @@ mod tests {
         std::fs::write(meta.join("meta.json"), r#"{"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@box"}}}"#)
             .unwrap();
         let home = dir.path().display().to_string();
-        assert_eq!(resolve(env_of(vec![("HOME", home.clone())])), "ssh://me@box");
+        let err = resolve(env_of(vec![("HOME", home.clone())])).unwrap_err().to_string();
+        assert!(err.starts_with("the endpoint of docker context \"remote\" is ssh://me@box: ssh:// engines"), "{err}");
+        std::fs::write(meta.join("meta.json"), r#"{"Name":"remote","Endpoints":{"docker":{"Host":"tcp://box:2375"}}}"#)
+            .unwrap();
+        assert_eq!(resolve(env_of(vec![("HOME", home.clone())])).unwrap(), "tcp://box:2375");
         // DOCKER_CONTEXT overrides the config file.
-        assert_eq!(resolve(env_of(vec![("HOME", home), ("DOCKER_CONTEXT", "default".into())])), DEFAULT_HOST);
+        let default = resolve(env_of(vec![("HOME", home), ("DOCKER_CONTEXT", "default".into())]));
+        assert_eq!(default.unwrap(), DEFAULT_HOST);
     }
 }

@@ -11,6 +11,7 @@ mod objects;
 
 pub use events::events_since;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
+pub use objects::HostInfo;
 
 use bollard::errors::Error as BollardError;
 use bollard::models::{
@@ -34,11 +35,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum EngineError {
     #[error("Docker didn't answer at {host} ({reason}). Is the engine running? Set DOCKER_HOST or a docker context to use another")]
     Unreachable { host: String, reason: String },
+    #[error(transparent)]
+    Address(#[from] host::HostError),
     #[error("{what} not found")]
     NotFound { what: String },
     #[error("{action}: the engine refused ({status}): {message}")]
     Refused { action: String, status: u16, message: String },
-    #[error("{action}: {source}")]
+    #[error("{action}")]
     Other { action: String, source: BollardError },
 }
 
@@ -60,7 +63,7 @@ impl Engine {
     /// context and agrees on an API version (older engines, such as 20.10,
     /// refuse bollard's newer default).
     pub async fn connect() -> Result<Engine, EngineError> {
-        let host = host::resolve(|k| std::env::var(k).ok());
+        let host = host::resolve(|k| std::env::var(k).ok())?;
         let unreachable = |reason: String| EngineError::Unreachable { host: host.clone(), reason };
         let docker = Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?;
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
@@ -117,7 +120,19 @@ impl Engine {
 
     /// Creates a container; returns its id.
     pub async fn create_container(&self, name: &str, body: ContainerCreateBody) -> Result<String, EngineError> {
-        let options = CreateContainerOptions { name: Some(name.to_string()), ..Default::default() };
+        self.create_container_on(name, None, body).await
+    }
+
+    /// Creates a container for a `platform` (`linux/arm64`) other than the
+    /// engine's own, or its own with `None`; returns its id.
+    pub async fn create_container_on(
+        &self,
+        name: &str,
+        platform: Option<&str>,
+        body: ContainerCreateBody,
+    ) -> Result<String, EngineError> {
+        let options =
+            CreateContainerOptions { name: Some(name.to_string()), platform: platform.unwrap_or_default().to_string() };
         self.docker
             .create_container(Some(options), body)
             .await
@@ -211,4 +226,16 @@ fn short_reason(e: &BollardError) -> String {
         source = inner;
     }
     source.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_failure_says_its_cause_once() {
+        let io = std::io::Error::other("the socket broke");
+        let err = EngineError::Other { action: "list containers".into(), source: BollardError::from(io) };
+        assert_eq!(format!("{:#}", anyhow::Error::new(err)), "list containers: the socket broke");
+    }
 }

@@ -8,7 +8,30 @@ use bollard::query_parameters::{CreateImageOptions, DownloadFromContainerOptions
 use futures_util::StreamExt;
 use std::collections::HashMap;
 
+/// What the engine says of its host, for `hostRequirements`.
+#[derive(Debug, Clone, Default)]
+pub struct HostInfo {
+    pub cpus: u64,
+    /// Bytes.
+    pub memory: u64,
+    /// The engine's data folder (`/var/lib/docker`), on the engine's host.
+    pub root_dir: Option<String>,
+    /// An nvidia runtime is installed (how the reference tells a GPU).
+    pub nvidia: bool,
+}
+
 impl Engine {
+    /// The engine's `info`, reduced to its host's size.
+    pub async fn host_info(&self) -> Result<HostInfo, EngineError> {
+        let info = self.docker.info().await.map_err(|e| self.map("read the engine's info", "engine info", e))?;
+        Ok(HostInfo {
+            cpus: info.ncpu.unwrap_or(0).max(0) as u64,
+            memory: info.mem_total.unwrap_or(0).max(0) as u64,
+            root_dir: info.docker_root_dir,
+            nvidia: info.runtimes.is_some_and(|r| r.contains_key("nvidia")),
+        })
+    }
+
     /// The labels of a volume; `None` only when the engine says it does not exist.
     pub async fn volume_labels(&self, name: &str) -> Result<Option<HashMap<String, String>>, EngineError> {
         match self.docker.inspect_volume(name).await {

@@ -204,7 +204,9 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str) {
     match room_link.run_prefixed(request, "git credential helper").await {
         Ok(status) if status.code == Some(0) => {}
         Ok(status) => eprintln!("warning: could not configure git's credential helper in the room ({status:?})"),
-        Err(e) => eprintln!("warning: could not configure git's credential helper in the room: {e}"),
+        Err(e) => {
+            eprintln!("warning: could not configure git's credential helper in the room: {:#}", anyhow::Error::new(e))
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use super::mounts::{self, MountSpec};
 use super::run_args::{self, RunArgs};
 use crate::config::{AppPort, Loaded};
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HostConfig, Mount, MountBindOptions, MountTmpfsOptions, MountVolumeOptions,
+    ContainerCreateBody, HostConfig, Mount, MountBindOptions, MountTmpfsOptions, MountVolumeOptions, NetworkingConfig,
     PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use std::collections::HashMap;
@@ -43,7 +43,12 @@ pub struct CreatePlan {
     /// What `up` says when it makes the room: metadata it could not use,
     /// and what metadata widens (privileges, capabilities).
     pub warnings: Vec<String>,
+    /// `runArgs --platform`: a parameter of the create call.
+    pub platform: Option<String>,
 }
+
+/// The folder of the daemon's binary, socket and state in every room.
+const WORKROOM_DIR: &str = "/.workroom";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
@@ -53,6 +58,22 @@ pub enum PlanError {
     RunArgs { config: String, problem: run_args::RunArgsError },
     #[error("{config}: `{property}`: {problem}")]
     Mount { config: String, property: String, problem: mounts::MountError },
+    /// The engine refused what these properties asked for (its message).
+    #[error("{config}: {properties}: the engine refused it: {message}; {hint}")]
+    Refused { config: String, properties: String, message: String, hint: &'static str },
+}
+
+impl PlanError {
+    /// An engine refusal of the room's create or start, naming the
+    /// properties behind it when its message lets us trace them.
+    pub fn refused(loaded: &Loaded, message: &str) -> Option<PlanError> {
+        super::blame::blame(loaded, message).map(|b| PlanError::Refused {
+            config: loaded.config_path.display().to_string(),
+            properties: b.named(),
+            message: message.to_string(),
+            hint: b.hint,
+        })
+    }
 }
 
 /// The user hooks, panes and `exec` run as: the merged `remoteUser`, else
@@ -65,6 +86,13 @@ pub fn remote_user(merged: &Merged, image: &ImageFacts) -> String {
         .or_else(|| image.user.clone())
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "root".into())
+}
+
+/// What the configuration alone cannot make (a `runArgs` flag that has no
+/// place in a room, a malformed mount): refused by `config` as by `up`,
+/// which checks it before a build or pull leaves an image behind.
+pub fn check(loaded: &Loaded) -> Result<(), PlanError> {
+    plan("", "", loaded, &ImageFacts::default()).map(drop)
 }
 
 /// The plan of a room apart from the peers, with the image's metadata
@@ -90,7 +118,8 @@ pub fn plan_with_peers(
     let m = &loaded.model;
     let merged = &metadata.merged;
     let config = loaded.config_path.display().to_string();
-    let run = run_args::parse(&m.run_args).map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
+    let run = run_args::parse(&m.run_args, &loaded.workspace.local_folder, &run_args::RealHost)
+        .map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
     let remote_user = remote_user(merged, facts);
     let mut warnings = Vec::new();
 
@@ -116,6 +145,17 @@ pub fn plan_with_peers(
         }
     }
     specs.extend(run.mounts.iter().map(|s| ("runArgs".to_string(), s.clone())));
+    if run.host.readonly_rootfs == Some(true) {
+        // The daemon is uploaded into `/.workroom` before the first start
+        // and keeps its socket and state there: with a read-only root that
+        // must be a volume (the engine refuses an upload into a read-only
+        // root, and a tmpfs is not there before the start). Anonymous: it
+        // goes with the container.
+        specs.push((
+            "runArgs".into(),
+            MountSpec { kind: "volume".into(), target: WORKROOM_DIR.into(), ..Default::default() },
+        ));
+    }
     let named_volumes =
         specs.iter().filter(|(_, s)| s.kind == "volume").filter_map(|(_, s)| s.source.clone()).collect();
 
@@ -124,7 +164,13 @@ pub fn plan_with_peers(
         entrypoint.extend(["--entrypoint".to_string(), command.clone()]);
     }
     if merged.override_command == Some(false) {
-        let program: Vec<String> = facts.entrypoint.iter().chain(&facts.cmd).cloned().collect();
+        // `--entrypoint` replaces the image's ENTRYPOINT and drops its CMD,
+        // as in `docker run`; an empty one leaves the CMD alone.
+        let program: Vec<String> = match run.entrypoint.as_deref() {
+            Some("") => facts.cmd.clone(),
+            Some(entrypoint) => vec![entrypoint.to_string()],
+            None => facts.entrypoint.iter().chain(&facts.cmd).cloned().collect(),
+        };
         if !program.is_empty() {
             let user = run.user.clone().or_else(|| merged.container_user.clone()).or_else(|| facts.user.clone());
             if let Some(user) = user.filter(|u| !u.is_empty()) {
@@ -150,11 +196,14 @@ pub fn plan_with_peers(
     let (exposed, bindings) = ports(&m.app_port, &run);
 
     let mut host = HostConfig {
+        // The daemon is the main process and reaps nothing itself.
         init: Some(true),
-        restart_policy: Some(RestartPolicy {
-            name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
-            maximum_retry_count: None,
-        }),
+        // `unless-stopped` unless `runArgs --restart` says otherwise.
+        restart_policy: run
+            .host
+            .restart_policy
+            .clone()
+            .or(Some(RestartPolicy { name: Some(RestartPolicyNameEnum::UNLESS_STOPPED), maximum_retry_count: None })),
         mounts: Some(specs.iter().map(|(_, s)| to_engine_mount(s)).collect()),
         binds: (!run.binds.is_empty()).then(|| run.binds.clone()),
         privileged: Some(privileged || run.privileged),
@@ -163,22 +212,16 @@ pub fn plan_with_peers(
         security_opt: non_empty(merged.security_opt.iter().chain(&run.security_opt).cloned().collect()),
         port_bindings: (!bindings.is_empty()).then_some(bindings),
         network_mode: run.network.clone(),
-        extra_hosts: non_empty(run.add_hosts.clone()),
-        devices: non_empty(run.devices.iter().map(|d| device(d)).collect()),
-        shm_size: run.shm_size,
-        memory: run.memory,
-        nano_cpus: run.nano_cpus,
-        tmpfs: (!run.tmpfs.is_empty()).then(|| run.tmpfs.iter().cloned().collect()),
-        ipc_mode: run.ipc.clone(),
-        userns_mode: run.userns.clone(),
-        sysctls: (!run.sysctls.is_empty()).then(|| run.sysctls.iter().cloned().collect()),
-        dns: non_empty(run.dns.clone()),
-        group_add: non_empty(run.group_add.clone()),
-        ..Default::default()
+        ..run.host.clone()
     };
     if let Some(j) = peer {
         super::peers::join(&mut host, j);
     }
+    // `--ip`, `--network-alias`, …: the endpoint on the network the room
+    // joins, as the docker CLI keys it ("default" without `--network`).
+    let networking_config = run.endpoint.clone().map(|endpoint| NetworkingConfig {
+        endpoints_config: Some(HashMap::from([(run.network.clone().unwrap_or_else(|| "default".into()), endpoint)])),
+    });
     let body = ContainerCreateBody {
         image: Some(image.to_string()),
         // Numeric: an image's passwd may lack a `root` entry.
@@ -187,13 +230,49 @@ pub fn plan_with_peers(
         cmd: Some(Vec::new()),
         env: non_empty(env),
         labels: Some(labels.into_iter().collect()),
-        hostname: run.hostname.clone(),
-        exposed_ports: (!exposed.is_empty()).then_some(exposed),
-        working_dir: Some("/".into()),
+        exposed_ports: non_empty(run.body.exposed_ports.iter().flatten().cloned().chain(exposed).collect()),
+        working_dir: run.body.working_dir.clone().or(Some("/".into())),
         host_config: Some(host),
-        ..Default::default()
+        networking_config,
+        ..run.body.clone()
     };
-    Ok(CreatePlan { name: name.to_string(), image: image.to_string(), remote_user, body, named_volumes, warnings })
+    Ok(CreatePlan {
+        name: name.to_string(),
+        image: image.to_string(),
+        remote_user,
+        body,
+        named_volumes,
+        warnings,
+        platform: run.platform.clone(),
+    })
+}
+
+impl CreatePlan {
+    /// Where the daemon's upload is unpacked before the first start: `/`,
+    /// or on a read-only root the daemon's own folder, a volume (the engine
+    /// takes an upload into a read-only container only inside a volume).
+    pub fn upload_folder(&self) -> &'static str {
+        let read_only = self.body.host_config.as_ref().and_then(|h| h.readonly_rootfs) == Some(true);
+        if read_only {
+            WORKROOM_DIR
+        } else {
+            "/"
+        }
+    }
+}
+
+/// Every GPU of the engine, as `--gpus all` asks (unless `runArgs` already
+/// asked for some).
+pub fn request_all_gpus(plan: &mut CreatePlan) {
+    let host = plan.body.host_config.get_or_insert_with(Default::default);
+    let requests = host.device_requests.get_or_insert_with(Vec::new);
+    if requests.is_empty() {
+        requests.push(bollard::models::DeviceRequest {
+            count: Some(-1),
+            capabilities: Some(vec![vec!["gpu".into()]]),
+            ..Default::default()
+        });
+    }
 }
 
 fn non_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
@@ -227,15 +306,6 @@ fn ports(app_ports: &[AppPort], run: &RunArgs) -> (Vec<String>, HashMap<String, 
         bindings.entry(key).or_insert_with(|| Some(Vec::new())).get_or_insert_with(Vec::new).push(binding);
     }
     (exposed, bindings)
-}
-
-/// `--device /dev/x[:/dev/y[:rwm]]`.
-fn device(spec: &str) -> DeviceMapping {
-    let mut parts = spec.splitn(3, ':');
-    let host = parts.next().unwrap_or_default().to_string();
-    let container = parts.next().map(str::to_string).unwrap_or_else(|| host.clone());
-    let perms = parts.next().unwrap_or("rwm").to_string();
-    DeviceMapping { path_on_host: Some(host), path_in_container: Some(container), cgroup_permissions: Some(perms) }
 }
 
 fn to_engine_mount(s: &MountSpec) -> Mount {

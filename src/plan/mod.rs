@@ -1,8 +1,10 @@
 //! Pure decisions: from a loaded configuration and what the engine reported
 //! to what should be done. No I/O here, so each decision is a table test.
 
+pub mod blame;
 pub mod create;
 pub mod dockerfile;
+pub mod host_requirements;
 pub mod identity;
 pub mod labels;
 pub mod metadata;

@@ -99,16 +99,27 @@ fn split_fields(spec: &str) -> Vec<String> {
 }
 
 /// `64m`, `1g`, `512k` or bytes.
+/// A size as the docker CLI reads memory and tmpfs sizes (`RAMInBytes`):
+/// a number, maybe with a fraction, then an optional binary unit
+/// (`k`, `m`, `g`, `t`, `p`, upper or lower case, with `b` or `ib` after).
 pub fn parse_size(s: &str) -> Option<i64> {
     let s = s.trim().to_ascii_lowercase();
     let s = s.strip_suffix('b').unwrap_or(&s);
-    let (digits, mult) = match s.chars().last()? {
-        'k' => (&s[..s.len() - 1], 1 << 10),
-        'm' => (&s[..s.len() - 1], 1 << 20),
-        'g' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
+    let s = s.strip_suffix('i').unwrap_or(s);
+    let (number, shift) = match s.chars().last()? {
+        'k' => (&s[..s.len() - 1], 10),
+        'm' => (&s[..s.len() - 1], 20),
+        'g' => (&s[..s.len() - 1], 30),
+        't' => (&s[..s.len() - 1], 40),
+        'p' => (&s[..s.len() - 1], 50),
+        _ => (s, 0),
     };
-    digits.parse::<i64>().ok()?.checked_mul(mult)
+    let number = number.trim_end();
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    let bytes = number.parse::<f64>().ok()? * (1u64 << shift) as f64;
+    (bytes.is_finite() && bytes < i64::MAX as f64).then_some(bytes as i64)
 }
 
 #[cfg(test)]

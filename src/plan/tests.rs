@@ -109,9 +109,45 @@ fn app_port_numbers_publish_on_loopback_only() {
 
 #[test]
 fn an_unsupported_run_arg_is_refused_naming_the_config_and_flag() {
-    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--gpus", "all"]}"#);
+    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--name", "mine"]}"#);
     let err = plan("room", "i", &l, &ImageFacts::default()).unwrap_err().to_string();
-    assert!(err.contains(".devcontainer.json: runArgs: `--gpus` is not supported"), "{err}");
+    assert!(err.contains(".devcontainer.json: runArgs: `--name` cannot apply to a room: "), "{err}");
+}
+
+#[test]
+fn a_read_only_room_keeps_its_daemon_folder_on_a_volume_and_its_tmpfs() {
+    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--read-only", "--tmpfs", "/tmp"]}"#);
+    let host = plan("room", "i", &l, &ImageFacts::default()).unwrap().body.host_config.unwrap();
+    assert_eq!(host.readonly_rootfs, Some(true));
+    assert_eq!(host.tmpfs, Some(HashMap::from([("/tmp".to_string(), String::new())])));
+    let daemon_folder = host.mounts.unwrap().into_iter().find(|m| m.target.as_deref() == Some("/.workroom")).unwrap();
+    assert_eq!((daemon_folder.typ, daemon_folder.source), (Some(bollard::models::MountType::VOLUME), None));
+    let p = plan("room", "i", &l, &ImageFacts::default()).unwrap();
+    assert_eq!(p.upload_folder(), "/.workroom");
+    let (_d, l) = loaded(r#"{"image": "i"}"#);
+    assert_eq!(plan("room", "i", &l, &ImageFacts::default()).unwrap().upload_folder(), "/");
+}
+
+#[test]
+fn run_args_reach_the_request_beside_the_rooms_own_settings() {
+    let (_d, l) = loaded(
+        r#"{"image": "i", "overrideCommand": false, "runArgs": ["--restart=no", "-w", "/src", "--ulimit", "nofile=10",
+            "--net", "n1", "--ip=10.0.0.9", "--platform", "linux/arm64", "--entrypoint", "/app", "--expose", "7"],
+            "appPort": [3000]}"#,
+    );
+    let facts = ImageFacts { entrypoint: vec!["/init".into()], cmd: vec!["run".into()], ..Default::default() };
+    let p = plan("room", "i", &l, &facts).unwrap();
+    assert_eq!(p.platform.as_deref(), Some("linux/arm64"));
+    assert_eq!(p.body.entrypoint.unwrap(), ["/.workroom/bin/workroomd", "serve", "--", "/app"]);
+    assert_eq!(p.body.working_dir.as_deref(), Some("/src"));
+    assert_eq!(p.body.exposed_ports.unwrap(), ["7/tcp", "3000/tcp"]);
+    let endpoints = p.body.networking_config.unwrap().endpoints_config.unwrap();
+    assert_eq!(endpoints["n1"].ipam_config.as_ref().unwrap().ipv4_address.as_deref(), Some("10.0.0.9"));
+    let host = p.body.host_config.unwrap();
+    assert_eq!(host.init, Some(true));
+    assert_eq!(host.restart_policy.unwrap().name, Some(bollard::models::RestartPolicyNameEnum::NO));
+    assert_eq!(host.network_mode.as_deref(), Some("n1"));
+    assert_eq!(host.ulimits.unwrap()[0].hard, Some(10));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use workroomd::room;
 pub const OVERRIDE_ENV: &str = "WORKROOM_DAEMON";
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read the daemon named by {OVERRIDE_ENV} ({path}): {source}")]
+#[error("cannot read the daemon named by {OVERRIDE_ENV} ({path})")]
 pub struct DaemonBinaryError {
     path: String,
     source: std::io::Error,
@@ -38,8 +38,17 @@ pub fn upload_tar(binary: &[u8]) -> std::io::Result<Vec<u8>> {
 
 /// [`upload_tar`] for another absolute path (a hand-off's new binary).
 pub fn upload_tar_at(binary: &[u8], at: &str) -> std::io::Result<Vec<u8>> {
+    upload_tar_into(binary, at, "/")
+}
+
+/// A tar to unpack at the folder `into` (which holds `at`) that puts the
+/// daemon at the absolute path `at`. A read-only room takes an upload only
+/// into its volumes: there `into` is the daemon's own folder, not `/`.
+pub fn upload_tar_into(binary: &[u8], at: &str, into: &str) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
-    let path = at.trim_start_matches('/');
+    let path = std::path::Path::new(at)
+        .strip_prefix(into)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{at} is not under {into}")))?;
     let mut dirs = Vec::new();
     let mut dir = std::path::Path::new(path).parent();
     while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
@@ -68,6 +77,14 @@ pub fn upload_tar_at(binary: &[u8], at: &str) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_daemon_override_says_the_os_error_once() {
+        let source = std::fs::read("/nonexistent/workroomd").unwrap_err();
+        let err = DaemonBinaryError { path: "/nonexistent/workroomd".into(), source };
+        let chain = format!("{:#}", anyhow::Error::new(err));
+        assert_eq!(chain.matches("No such file or directory").count(), 1, "{chain}");
+    }
 
     #[test]
     fn the_upload_tar_holds_the_daemon_executable_under_its_folders() {

@@ -44,8 +44,11 @@ pub async fn hand_off(engine: &Engine, room_id: &str, binary: &[u8], force: bool
         }
     }
     let path = upload_path(&digest);
-    let tar = daemon::upload_tar_at(binary, &path).context("pack the new daemon")?;
-    engine.upload(room_id, "/", tar).await.context("upload the new daemon into the room")?;
+    // Into the running daemon's own folder, which exists: a read-only
+    // room takes uploads only there (a volume), not at `/`.
+    let folder = std::path::Path::new(&path).parent().and_then(|p| p.to_str()).unwrap_or("/");
+    let tar = daemon::upload_tar_into(binary, &path, folder).context("pack the new daemon")?;
+    engine.upload(room_id, folder, tar).await.context("upload the new daemon into the room")?;
     match ask(&link, path.clone(), force, false).await {
         Ok(Response::HandOff { outcome: HandOffOutcome::Current, .. }) => return Ok(Outcome::Current),
         Ok(Response::HandOff { outcome: HandOffOutcome::HandingOff, .. }) => {}

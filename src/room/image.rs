@@ -14,6 +14,8 @@ use std::io::Write;
 pub enum ImageError {
     #[error("image {image} is not present and could not be pulled: {reason}. Build or load it (docker build / docker load), or check the name in {config}")]
     Missing { image: String, reason: String, config: String },
+    #[error("{config}: `image` {image:?} is not a valid image reference ({reason})")]
+    Reference { config: String, image: String, reason: String },
     #[error("building {dockerfile} failed: {reason}")]
     Build { dockerfile: String, reason: String },
     #[error(transparent)]
@@ -25,7 +27,8 @@ pub enum ImageError {
 pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(String, ImageFacts), ImageError> {
     match &loaded.model.source {
         Source::Image(image) => {
-            if let Some(found) = engine.inspect_image(image).await? {
+            let found = engine.inspect_image(image).await.map_err(|e| bad_reference(loaded, image, e))?;
+            if let Some(found) = found {
                 return Ok((image.clone(), facts(&found)));
             }
             pull(engine, image, &loaded.config_path.display().to_string()).await?;
@@ -44,6 +47,20 @@ pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(Stri
             })?;
             Ok((tag.to_string(), facts(&found)))
         }
+    }
+}
+
+/// The engine's answer to a malformed reference (`Debian:12`, `a:b:c`)
+/// names neither the property nor the file; this does.
+fn bad_reference(loaded: &Loaded, image: &str, e: EngineError) -> ImageError {
+    const MARK: &str = "invalid reference format";
+    match &e {
+        EngineError::Refused { status: 400, message, .. } if message.contains(MARK) => ImageError::Reference {
+            config: loaded.config_path.display().to_string(),
+            image: image.to_string(),
+            reason: message[message.find(MARK).unwrap_or(0)..].to_string(),
+        },
+        _ => ImageError::Engine(e),
     }
 }
 
@@ -160,21 +177,36 @@ async fn remove_made(engine: &Engine, images: &[String]) {
     }
 }
 
-/// The build context as a tar; a Dockerfile outside the context is added
-/// under a name of its own. Returns the tar and the Dockerfile's path in it.
+/// The build context as a tar, and the Dockerfile's path in it. A
+/// Dockerfile outside the context (a monorepo's shared one) is added to the
+/// tar under a generated name, as the docker CLI does: the engine reads the
+/// Dockerfile only from the context it was sent. "Outside" is decided on
+/// the real paths: `../../shared/Dockerfile` joined to a context of `..` is
+/// lexically under it and really is not.
 fn context_tar(build: &Build) -> std::io::Result<(Vec<u8>, String)> {
+    let context = std::fs::canonicalize(&build.context)?;
+    let dockerfile = std::fs::canonicalize(&build.dockerfile)?;
     let mut tar = tar::Builder::new(Vec::new());
     tar.follow_symlinks(false);
-    tar.append_dir_all(".", &build.context)?;
-    let dockerfile = match build.dockerfile.strip_prefix(&build.context) {
-        Ok(rel) => rel.to_string_lossy().into_owned(),
+    tar.append_dir_all(".", &context)?;
+    let name = match dockerfile.strip_prefix(&context) {
+        Ok(inside) => inside.to_string_lossy().into_owned(),
         Err(_) => {
-            let name = ".workroom.Dockerfile".to_string();
-            tar.append_path_with_name(&build.dockerfile, &name)?;
+            let name = outside_name(&dockerfile);
+            tar.append_path_with_name(&dockerfile, &name)?;
             name
         }
     };
-    Ok((tar.into_inner()?, dockerfile))
+    Ok((tar.into_inner()?, name))
+}
+
+/// The name a Dockerfile from outside the context takes in the context tar:
+/// hidden, and from its path so that no file of the context is shadowed by
+/// chance (the docker CLI uses `.dockerfile.<random>`).
+fn outside_name(dockerfile: &std::path::Path) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(dockerfile.as_os_str().as_encoded_bytes());
+    format!(".dockerfile.{}", hex::encode(&digest[..10]))
 }
 
 fn root_cause(e: &dyn std::error::Error) -> String {
@@ -188,6 +220,42 @@ fn root_cause(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(tar_bytes: &[u8]) -> Vec<String> {
+        let mut archive = tar::Archive::new(tar_bytes);
+        archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect()
+    }
+
+    fn build(dockerfile: std::path::PathBuf, context: std::path::PathBuf) -> Build {
+        Build { dockerfile, context, args: vec![], target: None, cache_from: vec![], options: vec![] }
+    }
+
+    #[test]
+    fn a_dockerfile_outside_the_context_by_dot_dot_is_sent_inside_the_context_tar() {
+        let dir = tempfile::tempdir().unwrap();
+        let (shared, app) = (dir.path().join("shared"), dir.path().join("app"));
+        std::fs::create_dir_all(app.join(".devcontainer")).unwrap();
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::write(shared.join("Dockerfile"), "FROM x\n").unwrap();
+        std::fs::write(app.join("hello.txt"), "hi").unwrap();
+        // As model.rs joins them: lexically under the context, really not.
+        let b = build(app.join(".devcontainer/../../shared/Dockerfile"), app.join(".devcontainer/.."));
+        let (tar_bytes, name) = context_tar(&b).unwrap();
+        assert!(name.starts_with(".dockerfile."), "{name}");
+        let entries = names(&tar_bytes);
+        assert!(entries.contains(&name), "{entries:?}");
+        assert!(entries.iter().any(|e| e.ends_with("hello.txt")), "{entries:?}");
+    }
+
+    #[test]
+    fn a_dockerfile_inside_the_context_keeps_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".devcontainer")).unwrap();
+        std::fs::write(dir.path().join(".devcontainer/Dockerfile"), "FROM x\n").unwrap();
+        let b =
+            build(dir.path().join(".devcontainer/../.devcontainer/Dockerfile"), dir.path().join(".devcontainer/.."));
+        assert_eq!(context_tar(&b).unwrap().1, ".devcontainer/Dockerfile");
+    }
 
     #[test]
     fn only_layers_a_build_committed_count_as_made() {

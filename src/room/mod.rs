@@ -11,6 +11,7 @@ pub mod notes;
 pub mod peers;
 pub mod probe;
 pub mod ready;
+mod requirements;
 pub mod resolve;
 pub mod up;
 

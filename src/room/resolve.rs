@@ -104,8 +104,7 @@ impl Resolved {
     /// What a command that makes the room says about the file before it
     /// does (commands that only use the room stay quiet).
     pub fn warnings(&self) -> Vec<String> {
-        let file = self.loaded.config_path.display();
-        self.loaded.model.unknown.iter().map(|u| format!("{file}: unknown property `{u}` (ignored)")).collect()
+        self.loaded.warnings()
     }
 
     /// How `up` makes and starts this workspace's room.

@@ -231,7 +231,7 @@ async fn create_room(
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
-    create::plan(name, "", loaded, &create::ImageFacts::default())?;
+    create::check(loaded)?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let metadata = metadata::for_new_room(loaded, &image, facts.metadata.as_deref(), &[]);
     let peer_setup = if options.peer {
@@ -277,8 +277,11 @@ async fn create_room(
     let wants = options.peer.then_some(options.peer_group.as_str());
     let joined = peer_setup.as_ref().map(|p| (&p.names, p.anchor_id.as_str()));
     room_labels.extend(peer_plan::room_labels(wants, joined));
+    super::requirements::apply(engine, loaded, &mut plan).await;
     let binary = daemon::binary()?;
-    let tar = daemon::upload_tar(&binary).context("pack the daemon for upload")?;
+    let upload_folder = plan.upload_folder();
+    let tar = daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
+        .context("pack the daemon for upload")?;
 
     let mut volumes_before = Vec::new();
     for v in &plan.named_volumes {
@@ -293,7 +296,7 @@ async fn create_room(
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(10);
     let id = loop {
-        match engine.create_container(name, plan.body.clone()).await {
+        match engine.create_container_on(name, plan.platform.as_deref(), plan.body.clone()).await {
             Ok(id) => break id,
             Err(EngineError::Refused { status: 409, .. }) => {
                 if let Some(c) = engine.inspect_container(name).await? {
@@ -303,14 +306,14 @@ async fn create_room(
                     bail!("{name} is taken but cannot be inspected (another workroom creating it?); try `up` again");
                 }
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(blamed(loaded, e)),
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     };
     let prepared = async {
-        engine.upload(&id, "/", tar).await.context("upload the daemon into the room")?;
-        engine.start(&id).await?;
+        engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
+        engine.start(&id).await.map_err(|e| blamed(loaded, e))?;
         engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))
     }
     .await;
@@ -345,6 +348,18 @@ async fn image_metadata(
         Some(image) => metadata::for_new_room(loaded, &shown, image::facts(&image).metadata.as_deref(), &[]),
         None => metadata::of_container(loaded, name, label(c, labels::METADATA)),
     })
+}
+
+/// An engine refusal of the create or start, as the properties of
+/// devcontainer.json that asked for what it refused, when we can tell.
+fn blamed(loaded: &Loaded, e: EngineError) -> anyhow::Error {
+    match &e {
+        EngineError::Refused { message, .. } => match create::PlanError::refused(loaded, message) {
+            Some(named) => named.into(),
+            None => e.into(),
+        },
+        _ => e.into(),
+    }
 }
 
 fn label<'a>(c: &'a ContainerInspectResponse, key: &str) -> Option<&'a str> {

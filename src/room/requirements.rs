@@ -1,0 +1,43 @@
+//! `hostRequirements` at the making of a room: the engine's host measured
+//! (its info, and the disk of its data folder when the engine is local),
+//! the shortfalls said, and the GPUs given when the engine has them.
+
+use crate::config::Loaded;
+use crate::engine::Engine;
+use crate::plan::create::{self, CreatePlan};
+use crate::plan::host_requirements::{self, EngineHost};
+
+/// Warns of what the host lacks and adds the GPU request the reference
+/// adds; never refuses (a warning is what the reference gives).
+pub async fn apply(engine: &Engine, loaded: &Loaded, plan: &mut CreatePlan) {
+    let Some(req) = &loaded.model.host_requirements else { return };
+    let config = loaded.config_path.display();
+    let info = match engine.host_info().await {
+        Ok(info) => info,
+        Err(e) => return eprintln!("warning: {config}: `hostRequirements` not checked: {:#}", anyhow::Error::new(e)),
+    };
+    let host = EngineHost {
+        cpus: info.cpus,
+        memory: info.memory,
+        storage: disk_size(engine.host(), info.root_dir.as_deref()),
+        gpu: info.nvidia,
+    };
+    let verdict = host_requirements::check(req, &host);
+    for w in &verdict.warnings {
+        eprintln!("warning: {config}: {w}");
+    }
+    if verdict.use_gpus {
+        create::request_all_gpus(plan);
+    }
+}
+
+/// The size of the filesystem holding a local engine's data folder; `None`
+/// for a remote engine (its folder is not on this machine) or one we cannot
+/// read (an engine in a VM behind a forwarded socket).
+fn disk_size(host: &str, root_dir: Option<&str>) -> Option<u64> {
+    if !host.starts_with("unix://") {
+        return None;
+    }
+    let stat = nix::sys::statvfs::statvfs(root_dir?).ok()?;
+    Some(stat.blocks() as u64 * stat.fragment_size() as u64)
+}
