@@ -198,7 +198,7 @@ fn toggling_peer_messaging_on_a_workspace_names_its_running_room_and_makes_no_se
     let config =
         serde_json::json!({ "image": DEBIAN, "remoteUser": "dev", "initializeCommand": "echo ran >> init.log" });
     let mut ws = Workspace::new(config);
-    ws.env.push(("WORKROOM_SCOPE".into(), scope.scope.clone()));
+    ws.env.extend(scope.env());
     ws.up();
     let apart = ws.room_name();
     let peers_on =
@@ -259,7 +259,7 @@ fn list_all_shows_every_groups_anchor_and_stop_all_sweeps_them_with_a_registry_o
     // No `peer_registry`: the scope's own default, under a data folder of
     // the test's (so nothing lands in the host user's).
     let mut b = Workspace::new(dev()).with_settings("peer_messaging = true\npeer_group = \"b\"\n", true);
-    b.env.push(("WORKROOM_SCOPE".into(), scope.scope.clone()));
+    b.env.extend(scope.env());
     b.env.push(("XDG_DATA_HOME".into(), data.path().display().to_string()));
     let up_a = a.workroom(&["up", "--peer-group", "a"]);
     assert!(up_a.status.success(), "{}", stderr(&up_a));

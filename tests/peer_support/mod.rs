@@ -18,6 +18,9 @@ pub struct PeerScope {
     pub scope: String,
     /// The root under which each group keeps its registry (`peer_registry`).
     pub registry: tempfile::TempDir,
+    /// `XDG_CACHE_HOME` of its `workroom` runs: what `up` keeps about its
+    /// rooms (ready records, warnings) goes with it.
+    pub cache: tempfile::TempDir,
 }
 
 impl PeerScope {
@@ -25,7 +28,8 @@ impl PeerScope {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
         let scope = format!("t{tag}{}{nanos:x}", std::process::id());
         let registry = tempfile::Builder::new().prefix("wr-peers-reg-").tempdir().unwrap();
-        PeerScope { scope, registry }
+        let cache = tempfile::Builder::new().prefix("wr-peers-cache-").tempdir().unwrap();
+        PeerScope { scope, registry, cache }
     }
 
     /// The anchor of `group` for sessions of `uid`.
@@ -54,15 +58,23 @@ impl PeerScope {
         let settings =
             format!("peer_messaging = true\npeer_registry = {:?}\n{extra}", self.registry.path().display().to_string());
         let mut ws = Workspace::new(config).with_settings(&settings, true);
-        ws.env.push(("WORKROOM_SCOPE".into(), self.scope.clone()));
+        ws.env.extend(self.env());
         std::fs::write(ws.path().join("agent.py"), AGENT).unwrap();
         ws
+    }
+
+    /// What every `workroom` run of this scope is given.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("WORKROOM_SCOPE".into(), self.scope.clone()),
+            ("XDG_CACHE_HOME".into(), self.cache.path().display().to_string()),
+        ]
     }
 
     /// `workroom ARGS` with this scope and no workspace flag.
     pub fn workroom(&self, args: &[&str]) -> std::process::Output {
         let mut cmd = std::process::Command::new(workroom_bin());
-        cmd.args(args).env("WORKROOM_SCOPE", &self.scope);
+        cmd.args(args).envs(self.env());
         output_within(cmd, None)
     }
 }
