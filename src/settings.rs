@@ -7,7 +7,8 @@
 //!
 //! ```toml
 //! peer_messaging = true                       # agents in rooms find each other
-//! peer_registry = "~/.local/share/workroom/peers/claude"   # bound at ~/.claude
+//! peer_group = "default"                      # who they find: rooms of this group (and uid)
+//! peer_registry = "~/.local/share/workroom/peers"   # <this>/<group>/<uid> is bound at ~/.claude
 //!
 //! [forward]
 //! ssh_agent = true                            # the host's ssh-agent in the room
@@ -31,12 +32,35 @@ use std::path::{Path, PathBuf};
 /// The project's settings file, in the workspace folder.
 pub const PROJECT_FILE: &str = ".workroom.toml";
 
+/// The peer group of a room whose settings name none.
+pub const DEFAULT_PEER_GROUP: &str = "default";
+/// The longest peer group name: it becomes part of the anchor's and the
+/// socket volume's names, which `docker ps` shows.
+pub const MAX_PEER_GROUP: usize = 32;
+
+/// A peer group's name: lower-case letters, digits and inner dashes. It is
+/// part of container and volume names and of a host folder's path, so no
+/// `.` (the names stay injective), no `/` and nothing a name cannot hold.
+pub fn check_peer_group(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_PEER_GROUP
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    ok.then_some(()).ok_or_else(|| {
+        format!(
+            "peer group {name:?}: use lower-case letters, digits and inner dashes, at most {MAX_PEER_GROUP} characters"
+        )
+    })
+}
+
 /// One settings file as written: every key optional, unknown keys refused
 /// (a typo such as `peer_mesaging` must not silently keep the default).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsFile {
     pub peer_messaging: Option<bool>,
+    pub peer_group: Option<String>,
     pub peer_registry: Option<PathBuf>,
     #[serde(default)]
     pub forward: ForwardFile,
@@ -81,10 +105,13 @@ pub struct ForwardFile {
 /// The settings a command runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// Rooms join the shared PID namespace, socket volume and registry.
+    /// Rooms join their peer group's PID namespace, socket volume and registry.
     pub peer_messaging: bool,
-    /// The host folder bound at the remote user's `~/.claude` in every
-    /// participating room; `~/` is the host user's home.
+    /// The group's name; with the room's session uid it keys the group.
+    pub peer_group: String,
+    /// The host folder under which each group keeps its registry
+    /// (`<this>/<group>/<uid>`, bound at the remote user's `~/.claude`);
+    /// `~/` is the host user's home.
     pub peer_registry: PathBuf,
     /// Panes, exec and hooks get an `SSH_AUTH_SOCK` carried to the host's agent.
     pub ssh_agent: bool,
@@ -99,10 +126,19 @@ pub struct Settings {
     pub network: NetworkMode,
 }
 
+impl Settings {
+    /// The peer group a room is made in; `None` with peer messaging off.
+    pub fn wanted_group(&self) -> Option<&str> {
+        self.peer_messaging.then_some(self.peer_group.as_str())
+    }
+}
+
 /// What the command line says; `None` leaves the files' word.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flags {
     pub peer: Option<bool>,
+    /// `--peer-group NAME`, checked by the caller ([`check_peer_group`]).
+    pub peer_group: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,12 +157,20 @@ pub fn user_file(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     }
 }
 
-/// The default registry folder: `$XDG_DATA_HOME/workroom/peers/claude`, else
-/// `~/.local/share/workroom/peers/claude`; a host folder, so it outlives rooms.
+/// The default registry root: `$XDG_DATA_HOME/workroom/peers`, else
+/// `~/.local/share/workroom/peers`; a host folder, so it outlives rooms. An
+/// install with a `WORKROOM_SCOPE` keeps its own under
+/// `workroom/scopes/<scope>/peers`, as it has its own anchors and volumes.
 pub fn default_registry(env: impl Fn(&str) -> Option<String>) -> PathBuf {
-    match env("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("workroom/peers/claude"),
-        None => PathBuf::from(env("HOME").unwrap_or_else(|| "/".into())).join(".local/share/workroom/peers/claude"),
+    let data = match env("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("workroom"),
+        None => PathBuf::from(env("HOME").unwrap_or_else(|| "/".into())).join(".local/share/workroom"),
+    };
+    match env("WORKROOM_SCOPE").filter(|v| !v.is_empty()) {
+        // One path component whatever the scope says: it names a folder
+        // here, never a way out of this one.
+        Some(scope) => data.join("scopes").join(scope.replace(['/', '\0'], "_").replace("..", "__")).join("peers"),
+        None => data.join("peers"),
     }
 }
 
@@ -134,6 +178,11 @@ pub fn default_registry(env: impl Fn(&str) -> Option<String>) -> PathBuf {
 pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_registry: PathBuf) -> Settings {
     Settings {
         peer_messaging: flags.peer.or(project.peer_messaging).or(user.peer_messaging).unwrap_or(true),
+        peer_group: flags
+            .peer_group
+            .or_else(|| project.peer_group.clone())
+            .or_else(|| user.peer_group.clone())
+            .unwrap_or_else(|| DEFAULT_PEER_GROUP.into()),
         peer_registry: project.peer_registry.clone().or_else(|| user.peer_registry.clone()).unwrap_or(default_registry),
         ssh_agent: project.forward.ssh_agent.or(user.forward.ssh_agent).unwrap_or(true),
         git_credentials: project.forward.git_credentials.or(user.forward.git_credentials).unwrap_or(true),
@@ -191,10 +240,17 @@ pub fn expand_home(path: &Path, home: Option<&str>) -> PathBuf {
 }
 
 pub fn parse(text: &str, path: &Path) -> Result<SettingsFile, SettingsError> {
-    toml::from_str(text).map_err(|e| SettingsError::Parse {
+    let file: SettingsFile = toml::from_str(text).map_err(|e| SettingsError::Parse {
         path: path.display().to_string(),
         message: e.message().to_string() + &line_of(text, e.span()),
-    })
+    })?;
+    if let Some(group) = &file.peer_group {
+        check_peer_group(group).map_err(|message| SettingsError::Parse {
+            path: path.display().to_string(),
+            message: format!("`peer_group`: {message}"),
+        })?;
+    }
+    Ok(file)
 }
 
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
@@ -272,7 +328,7 @@ mod tests {
             (&off, &off, Some(true), true),
         ];
         for (user, project, flag, expected) in table {
-            let s = merge(user, project, Flags { peer: flag }, "/d".into());
+            let s = merge(user, project, Flags { peer: flag, ..Default::default() }, "/d".into());
             assert_eq!(s.peer_messaging, expected, "user {user:?} project {project:?} flag {flag:?}");
         }
     }
@@ -280,10 +336,10 @@ mod tests {
     #[test]
     fn the_registry_folder_is_the_projects_then_the_users_then_the_default() {
         let d = PathBuf::from("/default");
-        let f = Flags::default();
-        assert_eq!(merge(&file(None, None), &file(None, None), f, d.clone()).peer_registry, d);
-        assert_eq!(merge(&file(None, Some("/u")), &file(None, None), f, d.clone()).peer_registry, Path::new("/u"));
-        assert_eq!(merge(&file(None, Some("/u")), &file(None, Some("/p")), f, d).peer_registry, Path::new("/p"));
+        let f = Flags::default;
+        assert_eq!(merge(&file(None, None), &file(None, None), f(), d.clone()).peer_registry, d);
+        assert_eq!(merge(&file(None, Some("/u")), &file(None, None), f(), d.clone()).peer_registry, Path::new("/u"));
+        assert_eq!(merge(&file(None, Some("/u")), &file(None, Some("/p")), f(), d).peer_registry, Path::new("/p"));
     }
 
     #[test]
@@ -358,8 +414,61 @@ mod tests {
             Some("/x/workroom/config.toml".into())
         );
         assert_eq!(user_file(env(&[])), None);
-        assert_eq!(default_registry(env(&[("HOME", "/h")])), Path::new("/h/.local/share/workroom/peers/claude"));
-        assert_eq!(default_registry(env(&[("XDG_DATA_HOME", "/d")])), Path::new("/d/workroom/peers/claude"));
+        assert_eq!(default_registry(env(&[("HOME", "/h")])), Path::new("/h/.local/share/workroom/peers"));
+        assert_eq!(default_registry(env(&[("XDG_DATA_HOME", "/d")])), Path::new("/d/workroom/peers"));
+    }
+
+    #[test]
+    fn the_default_registry_is_the_scopes_own() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(
+            default_registry(env(&[("HOME", "/h"), ("WORKROOM_SCOPE", "t1")])),
+            Path::new("/h/.local/share/workroom/scopes/t1/peers")
+        );
+        assert_eq!(
+            default_registry(env(&[("XDG_DATA_HOME", "/d"), ("WORKROOM_SCOPE", "../x")])),
+            Path::new("/d/workroom/scopes/___x/peers"),
+            "a scope is one folder, never a way out"
+        );
+        assert_eq!(
+            default_registry(env(&[("HOME", "/h"), ("WORKROOM_SCOPE", "")])),
+            Path::new("/h/.local/share/workroom/peers")
+        );
+    }
+
+    #[test]
+    fn the_peer_group_is_decided_by_flag_then_project_then_user_then_default() {
+        let group = |g: Option<&str>| SettingsFile { peer_group: g.map(str::to_string), ..Default::default() };
+        let flag = |g: Option<&str>| Flags { peer_group: g.map(str::to_string), ..Default::default() };
+        // (user, project, flag, expected)
+        let table = [
+            (None, None, None, "default"),
+            (Some("u"), None, None, "u"),
+            (Some("u"), Some("p"), None, "p"),
+            (Some("u"), Some("p"), Some("f"), "f"),
+            (None, None, Some("f"), "f"),
+        ];
+        for (u, p, f, expected) in table {
+            assert_eq!(merge(&group(u), &group(p), flag(f), "/r".into()).peer_group, expected, "{u:?} {p:?} {f:?}");
+        }
+    }
+
+    #[test]
+    fn a_peer_group_name_that_cannot_name_a_container_is_refused_naming_the_file() {
+        for good in ["default", "a", "client-1", "x9"] {
+            assert_eq!(check_peer_group(good), Ok(()), "{good}");
+        }
+        for bad in ["", "A", "a.b", "a/b", "-a", "a-", "a b", "ünï", &"x".repeat(MAX_PEER_GROUP + 1)] {
+            assert!(check_peer_group(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = parse("peer_group = \"Client.A\"\n", Path::new("/w/.workroom.toml")).unwrap_err().to_string();
+        assert!(e.starts_with("/w/.workroom.toml: `peer_group`: peer group \"Client.A\""), "{e}");
+        assert_eq!(
+            parse("peer_group = \"client-a\"\n", Path::new("p")).unwrap().peer_group.as_deref(),
+            Some("client-a")
+        );
     }
 
     #[test]

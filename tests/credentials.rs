@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::ssh_agent::Agent;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -44,53 +45,6 @@ impl Room {
         let mut args = vec!["exec", "--"];
         args.extend_from_slice(cmd);
         self.workroom(&args)
-    }
-}
-
-/// An ssh-agent of the test's own, killed on drop.
-struct Agent {
-    dir: tempfile::TempDir,
-    pid: u32,
-}
-
-impl Agent {
-    /// Starts an agent with one fresh ed25519 key; returns it and the key's
-    /// fingerprint line as `ssh-keygen -l` prints it.
-    fn with_key() -> (Agent, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("agent.sock");
-        let out = Command::new("ssh-agent").arg("-a").arg(&sock).output().expect("ssh-agent (package openssh-client)");
-        assert!(out.status.success(), "ssh-agent: {}", stderr(&out));
-        let text = stdout(&out);
-        let pid = text
-            .split("SSH_AGENT_PID=")
-            .nth(1)
-            .and_then(|rest| rest.split(';').next())
-            .and_then(|p| p.parse().ok())
-            .expect("ssh-agent prints its pid");
-        let agent = Agent { dir, pid };
-        let key = agent.dir.path().join("id_test");
-        let made = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", "workroom-test-key", "-f"])
-            .arg(&key)
-            .output()
-            .unwrap();
-        assert!(made.status.success(), "ssh-keygen: {}", stderr(&made));
-        let added = Command::new("ssh-add").arg(&key).env("SSH_AUTH_SOCK", &sock).output().unwrap();
-        assert!(added.status.success(), "ssh-add: {}", stderr(&added));
-        let fingerprint = Command::new("ssh-keygen").arg("-lf").arg(key.with_extension("pub")).output().unwrap();
-        let fingerprint = stdout(&fingerprint).split_whitespace().nth(1).expect("a fingerprint").to_string();
-        (agent, fingerprint)
-    }
-
-    fn sock(&self) -> PathBuf {
-        self.dir.path().join("agent.sock")
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), nix::sys::signal::Signal::SIGTERM);
     }
 }
 

@@ -7,12 +7,14 @@
 //! carries its scope label.
 
 mod common;
+mod peer_support;
 
 use common::*;
+use peer_support::*;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long an agent started in one room may take to appear in another's
 /// `list` (python start-up plus a registry write; well under a second idle).
@@ -22,81 +24,12 @@ const MESSAGE_WAIT: Duration = Duration::from_secs(20);
 /// How long the anchor may take to reap 50 exited orphans (SIGCHLD to
 /// waitpid is microseconds; the margin is for a loaded CI machine).
 const REAP_WAIT: Duration = Duration::from_secs(10);
-/// Between polls of a condition that has no event to await.
-const POLL: Duration = Duration::from_millis(100);
 
-const AGENT: &str = include_str!("../fixtures/agent/agent.py");
-
-/// One test's own install: scope label, anchor, volume, registry folder.
-struct PeerScope {
-    scope: String,
-    registry: tempfile::TempDir,
-}
-
-impl PeerScope {
-    fn new(tag: &str) -> PeerScope {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let scope = format!("t{tag}{}{nanos:x}", std::process::id());
-        let registry = tempfile::Builder::new().prefix("wr-peers-reg-").tempdir().unwrap();
-        PeerScope { scope, registry }
-    }
-
-    fn anchor(&self) -> String {
-        format!("workroom-peer-anchor-{}", self.scope)
-    }
-
-    fn volume(&self) -> String {
-        format!("workroom-peer-socks-{}", self.scope)
-    }
-
-    /// A workspace whose settings turn peers on, under this scope.
-    fn workspace(&self, config: serde_json::Value) -> Workspace {
-        let registry = self.registry.path().join("claude");
-        let settings = format!("peer_messaging = true\npeer_registry = {:?}\n", registry.display().to_string());
-        let mut ws = Workspace::new(config).with_settings(&settings, true);
-        ws.env.push(("WORKROOM_SCOPE".into(), self.scope.clone()));
-        ws.with_agent()
-    }
-}
-
-impl Drop for PeerScope {
-    fn drop(&mut self) {
-        let filter = format!("label=workroom.scope={}", self.scope);
-        let ids = docker(&["ps", "-aq", "--filter", &filter]);
-        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
-            remove_container(id);
-        }
-        let _ = docker(&["volume", "rm", "-f", &self.volume()]);
-    }
-}
-
-trait WithAgent {
-    fn with_agent(self) -> Self;
-}
-
-impl WithAgent for Workspace {
-    /// The fixture agent, in the workspace (bind-mounted into the room).
-    fn with_agent(self) -> Workspace {
-        std::fs::write(self.path().join("agent.py"), AGENT).unwrap();
-        self
-    }
-}
+/// The uid of `dev` in the Debian fixture image: the default group's key.
+const DEV: u32 = 1000;
 
 fn dev_room(scope: &PeerScope) -> Workspace {
     scope.workspace(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }))
-}
-
-/// Waits for `check` to hold, polling, or fails naming `what`.
-fn eventually(what: &str, wait: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + wait;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out after {wait:?} waiting for {what}");
-        std::thread::sleep(POLL);
-    }
-}
-
-fn inspect(name: &str, format: &str) -> String {
-    docker_ok(&["inspect", "-f", format, name])
 }
 
 #[test]
@@ -122,7 +55,7 @@ fn the_gate_a_socket_bound_in_one_room_is_a_socket_in_another_and_its_pids_answe
     assert!(pid.parse::<u32>().is_ok(), "{pid:?}");
     b.exec_ok(&["kill", "-0", &pid]);
     // Both rooms joined the anchor, which Docker records by id.
-    let anchor_id = inspect(&scope.anchor(), "{{.Id}}");
+    let anchor_id = inspect(&scope.anchor("default", DEV), "{{.Id}}");
     assert_eq!(inspect(&a.room_name(), "{{.HostConfig.PidMode}}"), format!("container:{anchor_id}"));
 }
 
@@ -173,7 +106,7 @@ fn a_room_that_cannot_get_the_anchor_starts_without_peers_and_reattach_says_it_s
     docker_ok(&[
         "create",
         "--name",
-        &scope.anchor(),
+        &scope.anchor("default", DEV),
         "--label",
         &format!("workroom.scope={}", scope.scope),
         "--label",
@@ -191,7 +124,11 @@ fn a_room_that_cannot_get_the_anchor_starts_without_peers_and_reattach_says_it_s
     let again = ws.workroom(&["up"]);
     assert!(again.status.success(), "{}", stderr(&again));
     let err = stderr(&again);
-    assert!(err.contains("will see no peers") && err.contains(&format!("workroom down {}", ws.room_name())), "{err}");
+    let remake = format!("`workroom up --recreate` makes {} anew", ws.room_name());
+    assert!(err.contains("will see no peers") && err.contains(&remake), "{err}");
+    // Said on every `up` while it holds, the fast path too.
+    let third = ws.workroom(&["up"]);
+    assert!(stderr(&third).contains("will see no peers"), "{}", stderr(&third));
 }
 
 #[test]
@@ -199,9 +136,8 @@ fn list_hides_the_peer_anchor() {
     let scope = PeerScope::new("list");
     let ws = dev_room(&scope);
     ws.up();
-    assert_eq!(inspect(&scope.anchor(), "{{.State.Running}}"), "true");
-    let out =
-        Command::new(workroom_bin()).args(["list", "--json"]).env("WORKROOM_SCOPE", &scope.scope).output().unwrap();
+    assert_eq!(inspect(&scope.anchor("default", DEV), "{{.State.Running}}"), "true");
+    let out = scope.workroom(&["list", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = listed.iter().filter_map(|c| c["name"].as_str()).collect();
@@ -217,12 +153,13 @@ fn stop_all_sweeps_the_peer_anchor_and_the_next_up_brings_it_back() {
     let out = ws.workroom(&["stop", "--all"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    let (room_at, anchor_at) = (err.find(&ws.room_name()).unwrap(), err.find(&scope.anchor()).unwrap());
+    let anchor = scope.anchor("default", DEV);
+    let (room_at, anchor_at) = (err.find(&ws.room_name()).unwrap(), err.find(&anchor).unwrap());
     assert!(room_at < anchor_at, "rooms first, the anchor last: {err}");
-    assert_eq!(inspect(&scope.anchor(), "{{.State.Running}}"), "false");
+    assert_eq!(inspect(&anchor, "{{.State.Running}}"), "false");
     assert_eq!(inspect(&ws.room_name(), "{{.State.Running}}"), "false");
     ws.up();
-    assert_eq!(inspect(&scope.anchor(), "{{.State.Running}}"), "true");
+    assert_eq!(inspect(&anchor, "{{.State.Running}}"), "true");
     assert_eq!(ws.exec_ok(&["echo", "back"]).trim(), "back");
 }
 
@@ -243,15 +180,30 @@ fn a_room_that_orphans_50_children_leaves_no_zombie() {
 }
 
 #[test]
-fn a_room_whose_user_would_not_own_the_socket_folder_is_warned_at_up() {
+fn a_room_whose_user_would_not_own_the_socket_folder_is_warned_at_every_up() {
     let scope = PeerScope::new("owner");
+    // The group's volume, made by hand for root: dev's agents would fall
+    // back to a private folder.
+    let volume = scope.volume("default", DEV);
+    docker_ok(&[
+        "volume",
+        "create",
+        "--label",
+        &format!("workroom.scope={}", scope.scope),
+        "--label",
+        "workroom.peer.owner=0:0",
+        &volume,
+    ]);
     let dev = dev_room(&scope);
-    dev.up();
-    let root = scope.workspace(serde_json::json!({ "image": DEBIAN }));
-    let up = root.workroom(&["up"]);
-    assert!(up.status.success(), "{}", stderr(&up));
-    let err = stderr(&up);
-    assert!(err.contains("root runs as 0:0") && err.contains("belongs to 1000:1000"), "{err}");
+    let first = dev.up();
+    let said = |out: &std::process::Output| {
+        let err = stderr(out);
+        err.contains("dev runs as 1000:1000") && err.contains("belongs to 0:0")
+    };
+    assert!(said(&first), "{}", stderr(&first));
+    // The fast path (nothing due) says it again, from what `up` kept.
+    let again = dev.up();
+    assert!(said(&again), "{}", stderr(&again));
 }
 
 #[test]
@@ -265,7 +217,7 @@ fn a_named_room_with_peers_is_another_container_than_its_plain_namesake() {
     assert!(plain.status.success(), "{}", stderr(&plain));
     let peer_room = format!("workroom-{tag}-infra.peer");
     let plain_room = format!("workroom-{tag}-infra-peer");
-    let anchor_id = inspect(&scope.anchor(), "{{.Id}}");
+    let anchor_id = inspect(&scope.anchor("default", DEV), "{{.Id}}");
     assert_eq!(inspect(&peer_room, "{{.HostConfig.PidMode}}"), format!("container:{anchor_id}"));
     assert_eq!(inspect(&plain_room, "{{.HostConfig.PidMode}}"), "");
     remove_container(&peer_room);

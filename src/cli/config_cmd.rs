@@ -59,7 +59,7 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
 /// worth printing, with the room's variables as written.
 async fn room(engine: &Engine, loaded: &Loaded) -> Option<ContainerInspectResponse> {
     let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default()).ok()?;
-    crate::room::locate(engine, loaded, settings.peer_messaging).await.ok()?
+    crate::room::locate(engine, loaded, settings.wanted_group()).await.ok()?
 }
 
 /// With no room, the metadata of the image `up` would start from: the

@@ -2,6 +2,7 @@
 //! validates and runs. Errors bubble up as `anyhow::Error` and `main` prints
 //! the chain on one line.
 
+mod agents_cmd;
 mod config_cmd;
 mod exec_cmd;
 mod forward_cmd;
@@ -48,13 +49,27 @@ fn print_warnings(resolved: &crate::room::resolve::Resolved) {
 }
 
 /// Peer messaging for the rooms a command makes (wins over the settings files).
-#[derive(Debug, Clone, Copy, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct PeerArgs {
     /// Let agents in this room find and message agents in other rooms
     /// (`--peer=false`: stay apart). Default: `peer_messaging` in
     /// .workroom.toml, else in the user's config.toml, else on.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub peer: Option<bool>,
+    /// The peer group: agents find only rooms of the same group (and uid).
+    /// Default: `peer_group` in .workroom.toml, else in config.toml, else `default`.
+    #[arg(long, value_name = "NAME", value_parser = peer_group)]
+    pub peer_group: Option<String>,
+}
+
+impl PeerArgs {
+    fn flags(self) -> crate::settings::Flags {
+        crate::settings::Flags { peer: self.peer, peer_group: self.peer_group }
+    }
+}
+
+fn peer_group(name: &str) -> Result<String, String> {
+    crate::settings::check_peer_group(name).map(|()| name.to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,10 +158,21 @@ pub enum Cmd {
         #[arg(long)]
         force: bool,
     },
+    /// The agent sessions of the room's peer group (live, with their
+    /// socket), and the room each runs in.
+    Agents {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// List rooms: name, state, image, age, workspace.
     List {
         #[arg(long)]
         json: bool,
+        /// The peer groups' anchors too, with every row's peer group.
+        #[arg(long)]
+        all: bool,
     },
     /// Stop a room (the workspace's, a named one, or all rooms made by workroom).
     Stop {
@@ -221,7 +247,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     _ => LockMode::Write,
                 };
                 let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
-                up_cmd::run(&workspace, flags, peer.peer, json).await
+                up_cmd::run(&workspace, flags, peer.flags(), json).await
             }
             Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,
             Cmd::Shell { workspace, pane, detach_keys } => {
@@ -232,7 +258,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::HandOff { workspace, binary, force } => {
                 shell_cmd::hand_off(&workspace, binary.as_deref(), force).await
             }
-            Cmd::List { json } => rooms::list(json).await,
+            Cmd::List { json, all } => rooms::list(json, all).await,
+            Cmd::Agents { workspace, json } => agents_cmd::run(&workspace, json).await,
             Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
             Cmd::Down { name, all, volumes, workspace_folder } => {
                 rooms::down(name.as_deref(), all, &workspace_folder, volumes).await

@@ -34,11 +34,13 @@ fn age(created: Option<i64>) -> String {
     }
 }
 
-pub async fn list(as_json: bool) -> anyhow::Result<i32> {
+/// `all`: the peer groups' anchors too, and every row's group.
+pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
     let mut rooms = room::all_rooms(&engine).await?;
-    // The peer anchor is infrastructure, not a room: hidden here, swept by `stop --all`.
-    rooms.retain(|c| !peers::is_anchor(c.labels.as_ref()));
+    // The peer anchors are infrastructure, not rooms: hidden unless `--all`,
+    // swept by `stop --all`.
+    rooms.retain(|c| all || !peers::is_anchor(c.labels.as_ref()));
     rooms.sort_by_key(name);
     // The image's program (overrideCommand: false) of each running room that
     // has one: a link each, paid only by such rooms.
@@ -56,7 +58,7 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
         let items: Vec<_> = rooms
             .iter()
             .map(|c| {
-                json!({
+                let mut item = json!({
                     "name": name(c),
                     "id": c.id,
                     "state": c.state.map(|s| s.to_string()),
@@ -64,10 +66,34 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
                     "workspace": label(c, labels::LOCAL_FOLDER),
                     "created": c.created,
                     "program": programs.get(&name(c)),
-                })
+                });
+                if all {
+                    let facts = peers::RoomPeerFacts::of_labels(c.labels.as_ref());
+                    let role = if peers::is_anchor(c.labels.as_ref()) { "peer-anchor" } else { "room" };
+                    item["role"] = json!(role);
+                    item["peer_group"] = json!(facts.group);
+                    item["peer_uid"] = json!(facts.uid);
+                }
+                item
             })
             .collect();
         output::print_json(&json!(items))?;
+        return Ok(0);
+    }
+    if all {
+        let rows: Vec<Vec<String>> = rooms
+            .iter()
+            .map(|c| {
+                vec![
+                    name(c),
+                    c.state.map(|s| s.to_string()).unwrap_or_default(),
+                    peers::group_column(c.labels.as_ref()),
+                    age(c.created),
+                    label(c, labels::LOCAL_FOLDER).to_string(),
+                ]
+            })
+            .collect();
+        output::print(&output::table(&["NAME", "STATE", "PEER GROUP", "AGE", "WORKSPACE"], &rows))?;
         return Ok(0);
     }
     let rows: Vec<Vec<String>> = rooms
@@ -147,6 +173,7 @@ pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, v
         engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
         if let Some(id) = &c.id {
             room::ready::forget(id);
+            room::notes::forget(id);
         }
         eprintln!("removed {n}");
     }

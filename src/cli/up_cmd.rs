@@ -9,9 +9,9 @@ use crate::room::up;
 use crate::settings;
 use serde_json::json;
 
-pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: Option<bool>, as_json: bool) -> anyhow::Result<i32> {
+pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: settings::Flags, as_json: bool) -> anyhow::Result<i32> {
     let result = async {
-        let resolved = ws.resolve(settings::Flags { peer })?;
+        let resolved = ws.resolve(peer)?;
         print_warnings(&resolved);
         let engine = Engine::connect().await?;
         up::up(&engine, &resolved.loaded, &resolved.up_options(flags)).await

@@ -3,6 +3,7 @@
 //! every `up` of one workspace finds the same room without any registry, and
 //! concurrent `up`s race on one name (the engine lets one create win).
 
+use crate::settings::DEFAULT_PEER_GROUP;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
@@ -24,7 +25,15 @@ pub const PEER_SUFFIX: &str = ".peer";
 /// `workroom-<basename>-<hash>` for a workspace room. Peer messaging is part
 /// of the identity: a room that joins the peers' PID namespace and one that
 /// does not are different containers (Docker cannot change `PidMode` in place).
+/// `peer` means the default peer group; see [`room_name_in`].
 pub fn room_name(local_folder: &Path, config_file: &Path, peer: bool) -> String {
+    room_name_in(local_folder, config_file, peer.then_some(DEFAULT_PEER_GROUP))
+}
+
+/// [`room_name`] for a room in peer group `group` (`None`: peers off). The
+/// group is part of the identity too: rooms of two groups hold two PID
+/// namespaces, so one workspace's rooms in two groups are two containers.
+pub fn room_name_in(local_folder: &Path, config_file: &Path, group: Option<&str>) -> String {
     let mut hasher = Sha256::new();
     // A version tag and separators that cannot occur in paths make the seed
     // injective; the tag lets a future scheme change names deliberately.
@@ -32,11 +41,16 @@ pub fn room_name(local_folder: &Path, config_file: &Path, peer: bool) -> String 
     hasher.update(local_folder.as_os_str().as_encoded_bytes());
     hasher.update(b"\0");
     hasher.update(config_file.as_os_str().as_encoded_bytes());
-    if peer {
+    if let Some(group) = group {
         // Appended only when on, so rooms without peers keep the names they
         // had before the setting existed; still injective, since a path can
-        // hold no NUL.
+        // hold no NUL. The default group adds nothing more, so rooms made
+        // before groups existed keep their names.
         hasher.update(b"\0peer");
+        if group != DEFAULT_PEER_GROUP {
+            hasher.update(b"\0");
+            hasher.update(group.as_bytes());
+        }
     }
     let hash = hex::encode(hasher.finalize());
     let base = local_folder.file_name().map(|b| sanitize(&b.to_string_lossy())).unwrap_or_default();
@@ -47,11 +61,23 @@ pub fn room_name(local_folder: &Path, config_file: &Path, peer: bool) -> String 
 /// `workroom-<NAME>` for `up --name NAME`, `workroom-<NAME>.peer` with peers
 /// on; `None` when nothing of NAME survives sanitising.
 pub fn named_room_name(name: &str, peer: bool) -> Option<String> {
+    named_room_name_in(name, peer.then_some(DEFAULT_PEER_GROUP))
+}
+
+/// [`named_room_name`] in peer group `group`: `workroom-<NAME>.peer` in the
+/// default group, `workroom-<NAME>.peer.<group>` in another (a group holds
+/// no `.`, so the suffix parses back one way).
+pub fn named_room_name_in(name: &str, group: Option<&str>) -> Option<String> {
     let base = sanitize(name);
     if base.is_empty() {
         return None;
     }
-    Some(format!("{NAME_PREFIX}{base}{}", if peer { PEER_SUFFIX } else { "" }))
+    let suffix = match group {
+        None => String::new(),
+        Some(DEFAULT_PEER_GROUP) => PEER_SUFFIX.to_string(),
+        Some(group) => format!("{PEER_SUFFIX}.{group}"),
+    };
+    Some(format!("{NAME_PREFIX}{base}{suffix}"))
 }
 
 /// Lower-case letters, digits and single dashes, nothing else. Never a `.`:
@@ -133,6 +159,24 @@ mod tests {
         for (w2, c2) in tricky {
             assert_ne!(room_name(w2, c2, false), peer, "{w2:?} {c2:?}");
         }
+    }
+
+    #[test]
+    fn the_peer_group_is_folded_into_the_name_and_the_default_group_keeps_the_old_one() {
+        let (w, c) = (Path::new("/w/app"), Path::new("/w/app/.devcontainer.json"));
+        assert_eq!(room_name_in(w, c, Some("default")), room_name(w, c, true));
+        assert_eq!(room_name_in(w, c, None), room_name(w, c, false));
+        let all = [
+            room_name_in(w, c, None),
+            room_name_in(w, c, Some("default")),
+            room_name_in(w, c, Some("a")),
+            room_name_in(w, c, Some("b")),
+        ];
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
+        assert_eq!(named_room_name_in("infra", Some("a")).as_deref(), Some("workroom-infra.peer.a"));
+        assert_eq!(named_room_name_in("infra", Some("default")).as_deref(), Some("workroom-infra.peer"));
+        assert_eq!(named_room_name_in("infra", None).as_deref(), Some("workroom-infra"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A room's life on the engine: `up` (image, create, daemon upload, start,
 //! hooks), and finding, listing and stopping rooms.
 
+pub mod agents;
 pub mod creating;
 pub mod daemon;
 pub mod features;
@@ -8,6 +9,7 @@ pub mod handoff;
 pub mod hooks;
 pub mod image;
 pub mod nested;
+pub mod notes;
 pub mod peers;
 pub mod probe;
 pub mod program;
@@ -29,8 +31,9 @@ pub async fn all_rooms(engine: &Engine) -> Result<Vec<ContainerSummary>, EngineE
     engine.list(&scoped(vec![labels::SCHEMA.to_string()])).await
 }
 
-fn scoped(mut filters: Vec<String>) -> Vec<String> {
-    if let Some(scope) = peers::names_from_env().scope {
+/// `filters` and this install's scope, if any.
+pub(crate) fn scoped(mut filters: Vec<String>) -> Vec<String> {
+    if let Some(scope) = peers::scope_from_env() {
         filters.push(format!("{}={scope}", crate::plan::peers::SCOPE_LABEL));
     }
     filters
@@ -43,20 +46,45 @@ pub async fn find_by_folder(engine: &Engine, folder: &std::path::Path) -> Result
         .await
 }
 
-/// The workspace's room: by the name the settings give it, else by the other
-/// peer setting (a room made with `up --peer=...` against the files' word).
-/// One inspect when the settings agree with the room, two otherwise.
+/// The workspace's room: by the name the settings give it (`group`: its peer
+/// group, `None` with peers off), else the workspace's room made with
+/// another peer setting or group (`up --peer=...` against the files' word),
+/// a running one first. One inspect when the settings agree with the room.
 pub async fn locate(
     engine: &Engine,
     loaded: &crate::config::Loaded,
-    peer: bool,
+    group: Option<&str>,
 ) -> Result<Option<bollard::models::ContainerInspectResponse>, EngineError> {
-    use crate::plan::identity::room_name;
+    use crate::plan::identity::room_name_in;
     let local = &loaded.workspace.local_folder;
-    if let Some(c) = engine.inspect_container(&room_name(local, &loaded.config_path, peer)).await? {
+    if let Some(c) = engine.inspect_container(&room_name_in(local, &loaded.config_path, group)).await? {
         return Ok(Some(c));
     }
-    engine.inspect_container(&room_name(local, &loaded.config_path, !peer)).await
+    let mut others = workspace_rooms(engine, loaded).await?;
+    others.sort_by_key(|c| c.state != Some(bollard::models::ContainerSummaryStateEnum::RUNNING));
+    match others.first().and_then(|c| c.id.as_deref()) {
+        Some(id) => engine.inspect_container(id).await,
+        None => Ok(None),
+    }
+}
+
+/// Every room made for this workspace and config as its own room (not
+/// `up --name` rooms), whatever peer setting or group made it.
+pub async fn workspace_rooms(
+    engine: &Engine,
+    loaded: &crate::config::Loaded,
+) -> Result<Vec<ContainerSummary>, EngineError> {
+    let local = &loaded.workspace.local_folder;
+    let mut found = find_by_folder(engine, local).await?;
+    found.retain(|c| {
+        let labels = c.labels.as_ref();
+        let config = labels.and_then(|l| l.get(labels::CONFIG_FILE)).map(String::as_str);
+        let made = crate::plan::peers::RoomPeerFacts::of_labels(labels);
+        let name = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/'));
+        config == Some(loaded.config_path.display().to_string().as_str())
+            && name == Some(crate::plan::identity::room_name_in(local, &loaded.config_path, made.made_in()).as_str())
+    });
+    Ok(found)
 }
 
 /// The environment a container was created with (`Config.Env`), as a map:

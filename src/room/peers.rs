@@ -1,6 +1,7 @@
-//! Peer messaging on the engine: the anchor image and container, the socket
-//! volume and the host registry folder, made when a participating room is
-//! created. The decisions are in `plan::peers`; this is the sequence of calls.
+//! Peer messaging on the engine: a peer group's anchor image and container,
+//! its socket volume and its host registry folder, made when a participating
+//! room is created. The decisions are in `plan::peers`; this is the sequence
+//! of calls.
 //!
 //! Nothing here may block `up`: when the anchor or the volume cannot be made,
 //! the caller creates the room without peers and says why.
@@ -11,21 +12,24 @@ use crate::link::RoomLink;
 use crate::plan::labels;
 use crate::plan::peers::{self, AnchorAction, AnchorFacts, Names, PeerJoin};
 use anyhow::{bail, Context as _};
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
+use bollard::models::{ContainerCreateBody, ContainerSummary, HostConfig, Mount, MountType};
 use std::collections::HashMap;
 use std::path::Path;
 use workroomd::proto::{Request, Response};
 use workroomd::users::{self, PasswdEntry};
 
-/// The names for this install: `WORKROOM_SCOPE` from the environment.
-pub fn names_from_env() -> Names {
-    let scope = std::env::var(peers::SCOPE_ENV).ok().filter(|s| !s.is_empty());
-    peers::names(scope.as_deref())
+/// This install's scope: `WORKROOM_SCOPE` from the environment.
+pub fn scope_from_env() -> Option<String> {
+    std::env::var(peers::SCOPE_ENV).ok().filter(|s| !s.is_empty())
 }
 
 /// What a new participating room gets, and what to tell the user.
 pub struct Prepared {
     pub join: PeerJoin,
+    /// The group's anchor and volume.
+    pub names: Names,
+    /// The anchor's id, which Docker stores in the room's `PidMode`.
+    pub anchor_id: String,
     /// The uid:gid the room's sessions were expected to run as.
     pub ids: (u32, u32),
     /// The owner the socket volume has.
@@ -33,21 +37,24 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
-/// Makes sure the anchor runs, the volume exists and is initialised, and the
-/// registry folder exists; decides the room's home from the image's passwd.
+/// Decides the room's home and session uid from the image's passwd, then
+/// makes sure the anchor of its group (`group` and that uid) runs, the
+/// group's volume exists and is initialised, and its registry folder
+/// (under `registry_root`) exists.
 pub async fn prepare(
     engine: &Engine,
-    names: &Names,
+    scope: Option<&str>,
+    group: &str,
     image: &str,
     remote_user: &str,
     update_uid: bool,
-    registry: &Path,
+    registry_root: &Path,
 ) -> anyhow::Result<Prepared> {
     let mut warnings = Vec::new();
     let passwd = if remote_user == "root" || remote_user == "0" {
         Vec::new()
     } else {
-        image_passwd(engine, names, image).await.context("read the image's /etc/passwd")?
+        image_passwd(engine, scope, image).await.context("read the image's /etc/passwd")?
     };
     let home = peers::home_of(remote_user, &passwd)
         .with_context(|| format!("{image} has no home folder for {remote_user} in /etc/passwd"))?;
@@ -55,35 +62,62 @@ pub async fn prepare(
     let ids = peers::session_ids(remote_user, &passwd, host, update_uid)
         .with_context(|| format!("{image} has no user {remote_user} in /etc/passwd"))?;
 
+    let names = peers::names(scope, group, ids.0);
+    let registry = peers::registry_folder(registry_root, group, ids.0);
+
     let binary = daemon::binary()?;
     let digest = daemon::digest(&binary);
-    let anchor_image = ensure_anchor_image(engine, names, &binary, &digest).await?;
-    let anchor = ensure_anchor(engine, names, &anchor_image, &digest, &mut warnings).await?;
-    let owner = ensure_volume(engine, names, &anchor_image, ids).await?;
-    warnings.extend(ensure_registry(registry, ids)?);
+    let anchor_image = ensure_anchor_image(engine, scope, &binary, &digest).await?;
+    let anchor_id = ensure_anchor(engine, &names, &anchor_image, &digest, &mut warnings).await?;
+    let owner = ensure_volume(engine, &names, &anchor_image, ids).await?;
+    warnings.extend(ensure_registry(&registry, ids)?);
     Ok(Prepared {
-        join: PeerJoin { anchor, volume: names.volume.clone(), registry: registry.display().to_string(), home },
+        join: PeerJoin {
+            anchor: names.anchor.clone(),
+            volume: names.volume.clone(),
+            registry: registry.display().to_string(),
+            home,
+        },
+        names,
+        anchor_id,
         ids,
         owner,
         warnings,
     })
 }
 
+/// The rooms that joined the group of `names` (running or not), this
+/// install's only.
+pub async fn group_rooms(engine: &Engine, names: &Names) -> Result<Vec<ContainerSummary>, EngineError> {
+    let filters = super::scoped(vec![
+        labels::SCHEMA.to_string(),
+        format!("{}=1", peers::PEER_LABEL),
+        format!("{}={}", peers::GROUP_LABEL, names.group),
+        format!("{}={}", peers::UID_LABEL, names.uid),
+    ]);
+    engine.list(&filters).await
+}
+
 /// A one-file image: the daemon at its room path, nothing else. Imported,
 /// never pulled, tagged with the daemon's digest.
-async fn ensure_anchor_image(engine: &Engine, names: &Names, binary: &[u8], digest: &str) -> anyhow::Result<String> {
+async fn ensure_anchor_image(
+    engine: &Engine,
+    scope: Option<&str>,
+    binary: &[u8],
+    digest: &str,
+) -> anyhow::Result<String> {
     let image = format!("{}:{digest}", peers::ANCHOR_REPO);
     if engine.inspect_image(&image).await?.is_some() {
         return Ok(image);
     }
     let tar = daemon::upload_tar(binary).context("pack the daemon for the anchor image")?;
     let mut changes = vec![format!("LABEL {}={digest}", peers::DAEMON_LABEL), format!("LABEL {}=1", labels::SCHEMA)];
-    changes.extend(peers::scope_labels(names).iter().map(|(k, v)| format!("LABEL {k}={v}")));
+    changes.extend(peers::scope_labels(scope).iter().map(|(k, v)| format!("LABEL {k}={v}")));
     engine.import_rootfs(tar, peers::ANCHOR_REPO, digest, changes).await.context("import the anchor image")?;
     Ok(image)
 }
 
-/// The anchor container, running; returns the name rooms join it by.
+/// The group's anchor container, running; returns its id.
 async fn ensure_anchor(
     engine: &Engine,
     names: &Names,
@@ -96,13 +130,17 @@ async fn ensure_anchor(
         Some(a) if a.ours && a.digest.as_deref() != Some(digest) => holders(engine, names, a).await?,
         _ => Vec::new(),
     };
+    let existing_id = existing.as_ref().map(|a| a.id.clone()).unwrap_or_default();
     match peers::anchor_action(existing.as_ref(), digest, &holders) {
-        AnchorAction::Use => {}
-        AnchorAction::Start => start_tolerant(engine, &names.anchor).await?,
-        AnchorAction::Create => create_anchor(engine, names, image, digest).await?,
+        AnchorAction::Use => Ok(existing_id),
+        AnchorAction::Start => {
+            start_tolerant(engine, &names.anchor).await?;
+            Ok(existing_id)
+        }
+        AnchorAction::Create => create_anchor(engine, names, image, digest).await,
         AnchorAction::Replace => {
             engine.remove(&names.anchor, false).await?;
-            create_anchor(engine, names, image, digest).await?;
+            create_anchor(engine, names, image, digest).await
         }
         AnchorAction::KeepOld { holders } => {
             warnings.push(format!(
@@ -114,23 +152,29 @@ async fn ensure_anchor(
             if !existing.as_ref().is_some_and(|a| a.running) {
                 start_tolerant(engine, &names.anchor).await?;
             }
+            Ok(existing_id)
         }
         AnchorAction::Foreign => bail!(
             "a container named {} exists but was not made by workroom; rename or remove it to use peer messaging",
             names.anchor
         ),
     }
-    Ok(names.anchor.clone())
 }
 
-async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str) -> anyhow::Result<()> {
-    match engine.create_container(&names.anchor, peers::anchor_body(image, digest, names)).await {
-        Ok(_) => {}
+/// Creates and starts the anchor; returns its id.
+async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str) -> anyhow::Result<String> {
+    let id = match engine.create_container(&names.anchor, peers::anchor_body(image, digest, names)).await {
+        Ok(id) => id,
         // Another `up` made it first: start theirs (starting twice is harmless).
-        Err(EngineError::Refused { status: 409, .. }) => {}
+        Err(EngineError::Refused { status: 409, .. }) => engine
+            .inspect_container(&names.anchor)
+            .await?
+            .and_then(|c| c.id)
+            .with_context(|| format!("{} was made by another `up` and is gone again", names.anchor))?,
         Err(e) => return Err(anyhow::Error::new(e).context(format!("create {}", names.anchor))),
-    }
-    start_tolerant(engine, &names.anchor).await
+    };
+    start_tolerant(engine, &names.anchor).await?;
+    Ok(id)
 }
 
 /// Starts a container that a concurrent `up` may be starting too.
@@ -167,7 +211,7 @@ async fn ensure_volume(engine: &Engine, names: &Names, anchor_image: &str, ids: 
         return Ok(existing.get(peers::OWNER_LABEL).cloned().unwrap_or_else(|| "unknown".into()));
     }
     let owner = peers::owner_label(ids);
-    let mut volume_labels: HashMap<String, String> = peers::scope_labels(names).into_iter().collect();
+    let mut volume_labels: HashMap<String, String> = peers::group_labels(names).into_iter().collect();
     volume_labels.insert(labels::SCHEMA.into(), labels::SCHEMA_VERSION.into());
     volume_labels.insert(peers::OWNER_LABEL.into(), owner.clone());
     engine.create_volume(&names.volume, volume_labels).await?;
@@ -186,7 +230,7 @@ async fn ensure_volume(engine: &Engine, names: &Names, anchor_image: &str, ids: 
 /// `workroomd own UID:GID 700 /tmp/cc-socks` as root in a throwaway
 /// container of the anchor image (no other image, no shell needed).
 async fn init_volume(engine: &Engine, names: &Names, image: &str, owner: &str) -> anyhow::Result<()> {
-    let mut job_labels = peers::scope_labels(names);
+    let mut job_labels = peers::scope_labels(names.scope.as_deref());
     job_labels.insert(peers::JOB_LABEL.into(), "peer-volume-init".into());
     let body = ContainerCreateBody {
         image: Some(image.into()),
@@ -220,8 +264,8 @@ async fn init_volume(engine: &Engine, names: &Names, image: &str, owner: &str) -
 }
 
 /// The image's /etc/passwd, read from a created, never started container.
-async fn image_passwd(engine: &Engine, names: &Names, image: &str) -> anyhow::Result<Vec<PasswdEntry>> {
-    let mut job_labels = peers::scope_labels(names);
+async fn image_passwd(engine: &Engine, scope: Option<&str>, image: &str) -> anyhow::Result<Vec<PasswdEntry>> {
+    let mut job_labels = peers::scope_labels(scope);
     job_labels.insert(peers::JOB_LABEL.into(), "passwd-probe".into());
     let body = ContainerCreateBody {
         image: Some(image.into()),
@@ -243,24 +287,15 @@ fn job_name(what: &str) -> String {
     format!("workroom-job-{what}-{}-{nanos:08x}", std::process::id())
 }
 
-/// The host folder bound at `~/.claude`: made 0700 for the session user (a
-/// root workroom gives it to the room's ids; anyone else can only make it
-/// their own, which is the room's too when updateRemoteUserUID applies).
-/// Returns a warning when an existing folder belongs to someone else: the
-/// agents could then not register, and would say nothing.
+/// The group's host registry folder, bound at `~/.claude`: made 0700 for
+/// the session user (a root workroom gives it to the room's ids; anyone else
+/// can only make it their own, which is the room's too when
+/// updateRemoteUserUID applies). Returns a warning when an existing folder
+/// belongs to someone else.
 fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<Option<String>> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    if let Ok(meta) = std::fs::metadata(registry) {
-        let owner = (meta.uid(), meta.gid());
-        return Ok((meta.is_dir() && owner.0 != ids.0 && ids.0 != 0).then(|| {
-            format!(
-                "the peer registry {} belongs to uid {} but the room's sessions run as {}; agents there cannot \
-                 register (chown it, or set peer_registry)",
-                registry.display(),
-                owner.0,
-                peers::owner_label(ids)
-            )
-        }));
+    use std::os::unix::fs::PermissionsExt;
+    if registry.exists() {
+        return Ok(registry_owner_warning(registry, ids.0));
     }
     std::fs::create_dir_all(registry).with_context(|| format!("create the peer registry {}", registry.display()))?;
     if nix::unistd::getuid().is_root() {
@@ -270,6 +305,22 @@ fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<Option<St
     std::fs::set_permissions(registry, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("chmod 700 {}", registry.display()))?;
     Ok(None)
+}
+
+/// Said while the registry folder belongs to another uid than the room's
+/// sessions (`uid`): the agents could not register there, and would say
+/// nothing. Root's sessions write anywhere, so never for uid 0.
+pub fn registry_owner_warning(registry: &Path, uid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(registry).ok().filter(|m| m.is_dir())?;
+    (meta.uid() != uid && uid != 0).then(|| {
+        format!(
+            "the peer registry {} belongs to uid {} but the room's sessions run as uid {uid}; agents there cannot \
+             register (chown it, or set peer_registry)",
+            registry.display(),
+            meta.uid(),
+        )
+    })
 }
 
 /// After the first hooks (updateRemoteUserUID may have moved the user): the

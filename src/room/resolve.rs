@@ -117,12 +117,12 @@ impl Resolved {
     /// The name the settings give the workspace's room.
     pub fn room_name(&self) -> String {
         let local = &self.loaded.workspace.local_folder;
-        identity::room_name(local, &self.loaded.config_path, self.settings.peer_messaging)
+        identity::room_name_in(local, &self.loaded.config_path, self.settings.wanted_group())
     }
 
     /// The workspace's container, running or not.
     pub async fn find(&self, engine: &Engine) -> Result<Option<ContainerInspectResponse>, EngineError> {
-        super::locate(engine, &self.loaded, self.settings.peer_messaging).await
+        super::locate(engine, &self.loaded, self.settings.wanted_group()).await
     }
 
     /// The workspace's room, made by workroom and running.
@@ -140,6 +140,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         recreate: flags.recreate,
         post_attach: flags.post_attach,
         peer: settings.peer_messaging,
+        peer_group: settings.peer_group.clone(),
         peer_registry: settings.peer_registry.clone(),
         name: flags.name,
         shape: RoomShape { nested: settings.nested, network: settings.network },
@@ -169,6 +170,7 @@ mod tests {
     fn settings() -> Settings {
         Settings {
             peer_messaging: false,
+            peer_group: "default".into(),
             peer_registry: "/r".into(),
             ssh_agent: true,
             git_credentials: true,
@@ -184,6 +186,7 @@ mod tests {
         let o = up_options(&s, UpFlags { post_attach: true, ..Default::default() });
         assert_eq!(o.shape, RoomShape { nested: true, network: NetworkMode::Host });
         assert!(o.peer && o.post_attach && !o.recreate);
+        assert_eq!(o.peer_group, "default", "the settings' group");
         assert_eq!(o.peer_registry, PathBuf::from("/r"));
     }
 

@@ -11,7 +11,7 @@ use crate::engine::{Engine, EngineError};
 use crate::forward::background::Check;
 use crate::link::RoomLink;
 use crate::plan::metadata::{self, RoomMetadata};
-use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
+use crate::plan::peers::{self as peer_plan, Beside, RoomPeerFacts};
 use crate::plan::{create, identity, labels};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
@@ -32,6 +32,8 @@ pub struct UpOptions {
     pub post_attach: bool,
     /// Take part in peer messaging (settings and `--peer`).
     pub peer: bool,
+    /// The peer group to take part in (settings and `--peer-group`).
+    pub peer_group: String,
     /// The host folder bound at `~/.claude` in participating rooms.
     pub peer_registry: std::path::PathBuf,
     /// `up --name NAME`: a named room instead of the workspace's own.
@@ -55,35 +57,66 @@ pub struct UpResult {
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
-    let names = peers::names_from_env();
+    let scope = peers::scope_from_env();
+    let wants = options.peer.then_some(options.peer_group.as_str());
     let name = match &options.name {
-        Some(n) => identity::named_room_name(n, options.peer)
+        Some(n) => identity::named_room_name_in(n, wants)
             .with_context(|| format!("--name {n:?} has no letter or digit to name a room by"))?,
-        None => identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, options.peer),
+        None => identity::room_name_in(&loaded.workspace.local_folder, &loaded.config_path, wants),
     };
+    let mut existing = engine.inspect_container(&name).await?;
+    // The workspace's rooms of another peer setting or group, looked for
+    // only when the room must be made (one `list` on that path, none on the
+    // others), and before initializeCommand, so a refused `up` runs nothing.
+    let others = match (&existing, options.recreate, &options.name) {
+        (None, _, None) | (Some(_), true, None) => siblings(engine, loaded, &name).await?,
+        _ => Vec::new(),
+    };
+    let beside = if options.recreate {
+        Beside::Alone
+    } else {
+        let siblings: Vec<_> = others.iter().map(|(s, _)| s.clone()).collect();
+        peer_plan::beside(&loaded.workspace.local_folder.display().to_string(), &name, wants, &siblings)
+    };
+    if let Beside::Refuse(why) = &beside {
+        bail!("{why}");
+    }
     if let Some(cmd) = loaded.model.lifecycle.get(Hook::Initialize) {
         hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
     }
-    let mut existing = engine.inspect_container(&name).await?;
-    if let (Some(c), true) = (&existing, options.recreate) {
-        eprintln!("removing {name} to recreate it");
-        remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await?;
-        existing = None;
+    if options.recreate {
+        if let Some(c) = existing.take() {
+            eprintln!("removing {name} to recreate it");
+            remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await?;
+        }
+        for (other, id) in &others {
+            eprintln!("removing {} to recreate it as {name}", other.name);
+            remove_for_recreate(engine, id).await?;
+            ready::forget(id);
+            super::notes::forget(id);
+        }
     }
     let (container, created, prepared, made) = loop {
         match existing.take() {
             // Being made by another `up`, or left half-made by a dead one.
             Some(c) if is_created(&c) => existing = settle_created(engine, &c, &name).await?,
             Some(c) => break (c, false, None, None),
-            None => match create_room(engine, loaded, &name, options, &names).await? {
+            None => match create_room(engine, loaded, &name, options, scope.as_deref()).await? {
                 Created::Ours(c, prepared, made) => break (c, true, prepared, Some(made)),
                 Created::Theirs(c) => existing = Some(c),
             },
         }
     };
     check_compatible(&container, loaded, &name)?;
+    if let Beside::Note(note) = beside {
+        eprintln!("note: {note}");
+    }
     if !created {
-        check_peer_drift(engine, &container, &name, options.peer, &names).await?;
+        // Said on every `up` while they hold, the fast path included: from
+        // the inspect, a stat of the registry and a host file; no engine call.
+        for w in standing_warnings(&container, &name, wants, scope.as_deref()) {
+            eprintln!("warning: {w}");
+        }
     }
     let made_nested = label(&container, crate::plan::nested::NESTED_LABEL);
     let nested = made_nested == Some("1");
@@ -181,8 +214,24 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     hooks::run_due(&link, &ctx, options.post_attach).await?;
     if let Some(p) = &prepared {
-        for w in p.warnings.iter().cloned().chain(peers::verify(&link, &name, &remote_user, p, &names.volume).await) {
+        for w in &p.warnings {
             eprintln!("warning: {w}");
+        }
+        // What the room's users turned out to be holds for its whole life:
+        // kept, so every later `up` says it too.
+        let lasting = peers::verify(&link, &name, &remote_user, p, &p.names.volume).await;
+        for w in &lasting {
+            eprintln!("warning: {w}");
+        }
+        super::notes::save(&id, &lasting);
+        // Informational: an engine that cannot list now costs the line only.
+        if let Ok(members) = peers::group_rooms(engine, &p.names).await {
+            let others: Vec<String> = members
+                .iter()
+                .filter(|c| c.id.as_deref() != Some(id.as_str()))
+                .filter_map(|c| c.names.as_ref()?.first().map(|n| n.trim_start_matches('/').to_string()))
+                .collect();
+            eprintln!("note: {}", peer_plan::sharing_note(&name, &p.names, &others));
         }
     }
     // Remember that this start needs nothing more (the start time is read
@@ -234,7 +283,7 @@ enum Created {
     /// We made it: our create won (with what peer messaging gave it, and
     /// the metadata it was made with, and the link its users were checked
     /// over).
-    Ours(ContainerInspectResponse, Option<peers::Prepared>, Box<(RoomMetadata, RoomLink)>),
+    Ours(ContainerInspectResponse, Option<Box<peers::Prepared>>, Box<(RoomMetadata, RoomLink)>),
     /// A concurrent `up` made it first.
     Theirs(ContainerInspectResponse),
 }
@@ -247,7 +296,7 @@ async fn create_room(
     loaded: &Loaded,
     name: &str,
     options: &UpOptions,
-    names: &Names,
+    scope: Option<&str>,
 ) -> anyhow::Result<Created> {
     // `.` is valid in a container name but not in an image repository.
     let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX).replace('.', "-"));
@@ -261,7 +310,8 @@ async fn create_room(
     let peer_setup = if options.peer {
         let user = create::remote_user(&metadata.merged, &facts);
         let update_uid = metadata.merged.update_remote_user_uid.unwrap_or(true);
-        match peers::prepare(engine, names, &image, &user, update_uid, &options.peer_registry).await {
+        let (group, registry) = (&options.peer_group, &options.peer_registry);
+        match peers::prepare(engine, scope, group, &image, &user, update_uid, registry).await {
             Ok(p) => Some(p),
             Err(e) => {
                 // Never blocks `up`: the room is made without peers, and the
@@ -295,9 +345,12 @@ async fn create_room(
     for w in metadata.warnings.iter().chain(&plan.warnings) {
         eprintln!("warning: {w}");
     }
-    let plan_labels = plan.body.labels.get_or_insert_with(Default::default);
-    plan_labels.extend(peer_plan::scope_labels(names));
-    plan_labels.insert(creating::CREATOR_HOST_LABEL.to_string(), creating::host_name());
+    let room_labels = plan.body.labels.get_or_insert_with(Default::default);
+    room_labels.extend(peer_plan::scope_labels(scope));
+    let wants = options.peer.then_some(options.peer_group.as_str());
+    let joined = peer_setup.as_ref().map(|p| (&p.names, p.anchor_id.as_str()));
+    room_labels.extend(peer_plan::room_labels(wants, joined));
+    room_labels.insert(creating::CREATOR_HOST_LABEL.to_string(), creating::host_name());
     super::requirements::apply(engine, loaded, &mut plan).await;
     let binary = daemon::binary()?;
     let upload_folder = plan.upload_folder();
@@ -345,7 +398,7 @@ async fn create_room(
     }
     .await;
     match prepared {
-        Ok((c, link)) => Ok(Created::Ours(c, peer_setup, Box::new((metadata, link)))),
+        Ok((c, link)) => Ok(Created::Ours(c, peer_setup.map(Box::new), Box::new((metadata, link)))),
         Err(e) => {
             let _ = engine.remove(&id, true).await;
             for v in plan.named_volumes.iter().filter(|v| !volumes_before.contains(v)) {
@@ -429,30 +482,43 @@ fn check_compatible(c: &ContainerInspectResponse, loaded: &Loaded, name: &str) -
     Ok(())
 }
 
-/// Reattach: the room as made against the plan, both ways; warns, never
-/// refuses (the room still works, only its peer messaging differs).
-async fn check_peer_drift(
-    engine: &Engine,
+/// The workspace's rooms other than `wanted` (made with another peer
+/// setting or group), with their ids.
+async fn siblings(engine: &Engine, loaded: &Loaded, wanted: &str) -> anyhow::Result<Vec<(peer_plan::Sibling, String)>> {
+    let mut found = Vec::new();
+    for c in super::workspace_rooms(engine, loaded).await? {
+        let Some(name) = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()) else {
+            continue;
+        };
+        if name == wanted {
+            continue;
+        }
+        let made = RoomPeerFacts::of_labels(c.labels.as_ref()).made_in().map(str::to_string);
+        let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
+        let id = c.id.clone().unwrap_or_else(|| name.clone());
+        found.push((peer_plan::Sibling { name, running, made }, id));
+    }
+    Ok(found)
+}
+
+/// Reattach: what still holds against the room as made. Peer drift both
+/// ways (pure, from the inspect), the registry folder's owner (one stat),
+/// and what `up` learnt at create about the room's users (a host file).
+/// Warns, never refuses: the room still works, only its peer messaging
+/// differs.
+fn standing_warnings(
     c: &ContainerInspectResponse,
     name: &str,
-    wants: bool,
-    names: &Names,
-) -> anyhow::Result<()> {
+    wants: Option<&str>,
+    scope: Option<&str>,
+) -> Vec<String> {
     let facts = RoomPeerFacts::of(c);
-    if !wants && facts.pid_mode.is_none() && facts.socks_volume.is_none() {
-        return Ok(());
+    let mut warnings: Vec<String> = peer_plan::drift(name, &facts, wants, scope).into_iter().collect();
+    if let (Some((registry, _)), Some(uid)) = (&facts.registry, facts.uid) {
+        warnings.extend(peers::registry_owner_warning(std::path::Path::new(registry), uid));
     }
-    // Docker stores `container:<id>`; the anchor's id costs one inspect, made
-    // only when the room's PidMode does not name the anchor already.
-    let target = facts.pid_mode.as_deref().and_then(|m| m.strip_prefix("container:"));
-    let anchor_id = match target {
-        Some(t) if t != names.anchor => engine.inspect_container(&names.anchor).await?.and_then(|a| a.id),
-        _ => None,
-    };
-    if let Some(w) = peer_plan::drift(name, &facts, wants, names, anchor_id.as_deref()) {
-        eprintln!("warning: {w}");
-    }
-    Ok(())
+    warnings.extend(c.id.as_deref().map(super::notes::read).unwrap_or_default());
+    warnings
 }
 
 fn is_created(c: &ContainerInspectResponse) -> bool {

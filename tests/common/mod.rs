@@ -3,6 +3,8 @@
 //! against the real engine, and removed on drop.
 #![allow(dead_code)]
 
+pub mod ssh_agent;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -13,6 +13,10 @@
 //! request and gives one answer. So a program in the room gains exactly what
 //! the host offered, and no way to reach the daemon's requests.
 //!
+//! Both sockets admit only processes of this room ([`crate::admit`]): rooms
+//! of a peer group share a PID namespace, and a same-uid process of another
+//! room could otherwise reach them through `/proc/<pid>/root`.
+//!
 //! # The credential socket
 //!
 //! `workroomd git-credential <get|store|erase>` (configured as the remote
@@ -23,7 +27,7 @@
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,6 +36,8 @@ use tokio::task::AbortHandle;
 use workroomd::pipe;
 use workroomd::proto::{Link, Request, Response, StreamError, StreamHandle, MAX_CREDENTIAL_INPUT};
 use workroomd::room;
+
+use crate::state::State;
 
 /// The remote user's folder for the two sockets below.
 pub const AGENT_DIR: &str = room::AGENT_DIR;
@@ -54,6 +60,12 @@ struct Offer {
     git_credentials: bool,
 }
 
+/// The offers and the socket servers, one per daemon, in its [`State`].
+#[derive(Default)]
+pub struct Credentials {
+    registry: Mutex<Registry>,
+}
+
 #[derive(Default)]
 struct Registry {
     offers: Vec<Offer>,
@@ -62,10 +74,23 @@ struct Registry {
     credential: Option<AbortHandle>,
 }
 
-static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
+impl Credentials {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
 
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+    /// The newest link offering `kind`.
+    fn current_link(&self, kind: Kind) -> Option<Link> {
+        let reg = self.registry();
+        reg.offers
+            .iter()
+            .rev()
+            .find(|o| match kind {
+                Kind::Agent => o.ssh_agent,
+                Kind::Credential => o.git_credentials,
+            })
+            .map(|o| o.link.clone())
+    }
 }
 
 /// Which socket a connection came in on.
@@ -75,10 +100,26 @@ enum Kind {
     Credential,
 }
 
+impl Kind {
+    fn socket(self) -> &'static str {
+        match self {
+            Kind::Agent => AGENT_SOCKET,
+            Kind::Credential => CREDENTIAL_SOCKET,
+        }
+    }
+}
+
 /// Handles `Request::OfferCredentials` on `link`: the sockets are served
 /// until the link closes (and no other link offers them).
-pub async fn offer(link: Link, handle: StreamHandle, user: String, ssh_agent: bool, git_credentials: bool) {
-    let prepared = prepare(&user, ssh_agent, git_credentials);
+pub async fn offer(
+    state: Arc<State>,
+    link: Link,
+    handle: StreamHandle,
+    user: String,
+    ssh_agent: bool,
+    git_credentials: bool,
+) {
+    let prepared = prepare(&state, &user, ssh_agent, git_credentials);
     let reply = match &prepared {
         Ok(()) => Response::Ready,
         Err(e) => Response::error(e.clone()),
@@ -89,7 +130,7 @@ pub async fn offer(link: Link, handle: StreamHandle, user: String, ssh_agent: bo
         return;
     }
     let id = {
-        let mut reg = registry();
+        let mut reg = state.credentials.registry();
         reg.next_id += 1;
         let id = reg.next_id;
         reg.offers.push(Offer { id, link: link.clone(), ssh_agent, git_credentials });
@@ -97,7 +138,7 @@ pub async fn offer(link: Link, handle: StreamHandle, user: String, ssh_agent: bo
     };
     let reason = link.closed().await;
     eprintln!("workroomd: credentials offer {id} ended: {reason}");
-    let mut reg = registry();
+    let mut reg = state.credentials.registry();
     reg.offers.retain(|o| o.id != id);
     if !reg.offers.iter().any(|o| o.ssh_agent) {
         stop(&mut reg.agent, AGENT_SOCKET);
@@ -115,7 +156,7 @@ fn stop(task: &mut Option<AbortHandle>, socket: &str) {
 }
 
 /// Makes the user's folder and binds the sockets not yet served.
-fn prepare(user: &str, ssh_agent: bool, git_credentials: bool) -> Result<(), String> {
+fn prepare(state: &Arc<State>, user: &str, ssh_agent: bool, git_credentials: bool) -> Result<(), String> {
     let resolved = crate::spawn::resolve(user).map_err(|e| format!("user {user}: {e}"))?;
     let dir = Path::new(AGENT_DIR);
     // Made root's first and handed over after the mode is set, so there is
@@ -126,7 +167,7 @@ fn prepare(user: &str, ssh_agent: bool, git_credentials: bool) -> Result<(), Str
         .map_err(|e| format!("cannot restrict {AGENT_DIR}: {e}"))?;
     std::os::unix::fs::chown(dir, Some(resolved.uid), Some(resolved.gid))
         .map_err(|e| format!("cannot give {AGENT_DIR} to {user}: {e}"))?;
-    let mut reg = registry();
+    let mut reg = state.credentials.registry();
     let wanted = [(ssh_agent, Kind::Agent, AGENT_SOCKET), (git_credentials, Kind::Credential, CREDENTIAL_SOCKET)];
     for (want, kind, path) in wanted {
         let slot = match kind {
@@ -142,19 +183,24 @@ fn prepare(user: &str, ssh_agent: bool, git_credentials: bool) -> Result<(), Str
             .map_err(|e| format!("cannot restrict {path}: {e}"))?;
         std::os::unix::fs::chown(path, Some(resolved.uid), Some(resolved.gid))
             .map_err(|e| format!("cannot give {path} to {user}: {e}"))?;
-        *slot = Some(tokio::spawn(serve(listener, kind)).abort_handle());
+        *slot = Some(tokio::spawn(serve(state.clone(), listener, kind)).abort_handle());
     }
     Ok(())
 }
 
-async fn serve(listener: UnixListener, kind: Kind) {
+async fn serve(state: Arc<State>, listener: UnixListener, kind: Kind) {
     loop {
         match listener.accept().await {
             Ok((conn, _)) => {
+                if let Err(refused) = state.namespace.admit(&conn) {
+                    eprintln!("workroomd: refused a connection on {}: {refused}", kind.socket());
+                    continue;
+                }
+                let state = state.clone();
                 tokio::spawn(async move {
                     match kind {
-                        Kind::Agent => agent_connection(conn).await,
-                        Kind::Credential => credential_connection(conn).await,
+                        Kind::Agent => agent_connection(&state, conn).await,
+                        Kind::Credential => credential_connection(&state, conn).await,
                     }
                 });
             }
@@ -166,22 +212,9 @@ async fn serve(listener: UnixListener, kind: Kind) {
     }
 }
 
-/// The newest link offering `kind`.
-fn current_link(kind: Kind) -> Option<Link> {
-    let reg = registry();
-    reg.offers
-        .iter()
-        .rev()
-        .find(|o| match kind {
-            Kind::Agent => o.ssh_agent,
-            Kind::Credential => o.git_credentials,
-        })
-        .map(|o| o.link.clone())
-}
-
-async fn agent_connection(conn: UnixStream) {
+async fn agent_connection(state: &State, conn: UnixStream) {
     // With no host, closing the connection is what ssh reads as "no agent".
-    let Some(link) = current_link(Kind::Agent) else { return };
+    let Some(link) = state.credentials.current_link(Kind::Agent) else { return };
     let stream = match pipe::open_ready(&link, Request::SshAgent).await {
         Ok(s) => s,
         Err(pipe::OpenError::Refused(message)) => return eprintln!("workroomd: ssh-agent: the host says: {message}"),
@@ -193,8 +226,8 @@ async fn agent_connection(conn: UnixStream) {
     }
 }
 
-async fn credential_connection(mut conn: UnixStream) {
-    let answer = match tokio::time::timeout(CREDENTIAL_DEADLINE, credential_answer(&mut conn)).await {
+async fn credential_connection(state: &State, mut conn: UnixStream) {
+    let answer = match tokio::time::timeout(CREDENTIAL_DEADLINE, credential_answer(state, &mut conn)).await {
         Ok(Ok(output)) => format!("ok\n{output}"),
         Ok(Err(message)) => format!("error {message}\n"),
         Err(_) => format!("error the host gave no answer within {} s\n", CREDENTIAL_DEADLINE.as_secs()),
@@ -203,7 +236,7 @@ async fn credential_connection(mut conn: UnixStream) {
     let _ = conn.shutdown().await;
 }
 
-async fn credential_answer(conn: &mut UnixStream) -> Result<String, String> {
+async fn credential_answer(state: &State, conn: &mut UnixStream) -> Result<String, String> {
     let mut request = Vec::new();
     // One byte past the cap tells "too large" from "exactly at the cap".
     let limit = (MAX_CREDENTIAL_INPUT + 64) as u64;
@@ -213,7 +246,8 @@ async fn credential_answer(conn: &mut UnixStream) -> Result<String, String> {
     }
     let request = String::from_utf8(request).map_err(|_| "the request is not UTF-8".to_owned())?;
     let (operation, input) = request.split_once('\n').unwrap_or((request.as_str(), ""));
-    let link = current_link(Kind::Credential).ok_or("no workroom host process is connected to this room")?;
+    let link =
+        state.credentials.current_link(Kind::Credential).ok_or("no workroom host process is connected to this room")?;
     let ask = Request::GitCredential { operation: operation.to_owned(), input: input.to_owned() };
     match link.request(ask).await.map_err(|e: StreamError| e.to_string())? {
         Response::Credential { output } => Ok(output),

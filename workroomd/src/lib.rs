@@ -8,11 +8,14 @@
 //!   payload`, length capped), the typed messages and the multiplexer
 //!   ([`proto::Link`]) both sides run. Its module doc is the protocol's
 //!   reference and shows both sides' use.
+//! - [`agents`]: agent sessions as registry entries (`~/.claude/sessions`),
+//!   read by the daemon's `agents` job and printed by the host.
 //! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
 //!
 //! The binary half (`src/main.rs`, feature `daemon`) is the daemon itself.
 
+pub mod agents;
 pub mod pipe;
 pub mod proto;
 pub mod users;

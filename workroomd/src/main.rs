@@ -9,10 +9,12 @@
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
 //! - `update-uid USER UID GID`: give the remote user the host's ids.
 //! - `git-credential get|store|erase`: git's credential helper, asking the host.
+//! - `agents REGISTRY`: the live agent sessions of this room, as JSON (for `workroom agents`).
 //! - `attach PANE [--create] [--detach-keys KEYS] [--size ROWSxCOLS]`: a terminal on a pane.
 //! - `check-handoff`: reads a hand-off table on stdin; says whether this binary can take it over.
 //! - `version`.
 
+mod admit;
 mod anchor;
 mod attach;
 mod bootid;
@@ -25,6 +27,7 @@ mod pane;
 mod panes;
 mod relay;
 mod serve;
+mod sessions;
 mod spawn;
 mod state;
 mod uid;
@@ -33,6 +36,14 @@ use std::path::Path;
 use workroomd::room;
 
 fn main() {
+    // Every workroomd process is non-dumpable: rooms of a peer group share a
+    // PID namespace, and a process of another room could otherwise open our
+    // `/proc/PID/root` (this room's files, as root), `fd/` (a relay's pipes
+    // to the host, the daemon's pty masters) or `environ`. Set at every
+    // start, so it holds again after a hand-off's `execve`, which resets it.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("workroomd: cannot make itself non-dumpable: {e}");
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("serve") => serve::run(&args[1..]),
@@ -43,6 +54,7 @@ fn main() {
         Some("own") => jobs::own(&args[1..]),
         Some("update-uid") => jobs::update_uid(&args[1..]),
         Some("git-credential") => credentials::helper(&args[1..]),
+        Some("agents") => sessions::run(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0

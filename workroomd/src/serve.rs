@@ -145,6 +145,12 @@ fn bind(dir: &Path, socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
+    // Before a byte is read or written: a process of another room of the
+    // peer group reaching the socket through `/proc/<pid>/root` gets nothing.
+    if let Err(refused) = state.namespace.admit(&stream) {
+        eprintln!("workroomd: refused a connection on {}: {refused}", room::SOCKET_PATH);
+        return;
+    }
     let link = match Link::handshake(stream, Role::Daemon).await {
         Ok((link, _peer)) => link,
         Err(e) => {
@@ -159,7 +165,9 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
     while let Some((request, handle)) = link.accept().await {
         // The offer needs the link itself: the daemon opens streams back.
         if let Request::OfferCredentials { user, ssh_agent, git_credentials } = request {
-            tokio::spawn(crate::credentials::offer(link.clone(), handle, user, ssh_agent, git_credentials));
+            let offer =
+                crate::credentials::offer(state.clone(), link.clone(), handle, user, ssh_agent, git_credentials);
+            tokio::spawn(offer);
             continue;
         }
         tokio::spawn(handle_request(state.clone(), request, handle, host_gone.clone()));

@@ -17,6 +17,10 @@ pub struct State {
     pub program_restarts: AtomicU32,
     markers: Mutex<BTreeMap<String, String>>,
     markers_file: PathBuf,
+    /// The room's mount namespace: who may use the sockets served here.
+    pub namespace: crate::admit::Namespace,
+    /// What host links offer of their credentials, and the sockets serving them.
+    pub credentials: crate::credentials::Credentials,
 }
 
 impl State {
@@ -35,6 +39,8 @@ impl State {
             program_restarts: AtomicU32::new(0),
             markers: Mutex::new(markers),
             markers_file,
+            namespace: crate::admit::Namespace::own(),
+            credentials: Default::default(),
         }
     }
 
