@@ -74,6 +74,11 @@ async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<Room
             crate::plan::dockerfile::base_image(&text, &build.args, build.target.as_deref())
                 .with_context(|| format!("{} names no base image for its target stage", build.dockerfile.display()))?
         }
+        Source::Compose(c) => anyhow::bail!(
+            "--include-merged-configuration of a compose config reads the service's image, which `workroom up` makes; \
+             run it first (service {:?})",
+            c.service
+        ),
     };
     let found = engine.inspect_image(&image).await?.with_context(|| {
         format!("image {image} is not present, so its metadata cannot be merged; `workroom up` pulls or builds it")
@@ -96,6 +101,10 @@ fn summary(loaded: &Loaded) -> String {
         match &m.source {
             Source::Image(image) => format!("image {image}"),
             Source::Dockerfile(b) => format!("build {} (context {})", b.dockerfile.display(), b.context.display()),
+            Source::Compose(c) => {
+                let files: Vec<String> = c.files.iter().map(|f| f.display().to_string()).collect();
+                format!("compose service {} of {}", c.service, files.join(", "))
+            }
         },
     );
     line("workspace folder", loaded.workspace.folder.clone());

@@ -1,6 +1,7 @@
 //! A room's life on the engine: `up` (image, create, daemon upload, start,
 //! hooks), and finding, listing and stopping rooms.
 
+pub mod compose;
 pub mod daemon;
 pub mod handoff;
 pub mod hooks;

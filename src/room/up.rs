@@ -69,7 +69,14 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     let (container, created, prepared, made_with) = match existing {
         Some(c) => (c, false, None, None),
-        None => match create_room(engine, loaded, &name, options, &names).await? {
+        // The branch point of compose rooms: how the room is made (and
+        // started, below); the rest of `up` is the same for every room.
+        None => match match &loaded.model.source {
+            crate::config::Source::Compose(compose) => {
+                super::compose::create_room(engine, loaded, compose, &name, options, &names).await?
+            }
+            _ => create_room(engine, loaded, &name, options, &names).await?,
+        } {
             Created::Ours(c, prepared, metadata) => (c, true, prepared, Some(*metadata)),
             Created::Theirs(c) => (c, false, None, None),
         },
@@ -118,7 +125,12 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if !running {
         peers::wake_anchor(engine, &container).await;
     }
-    ensure_running(engine, &container, &name).await?;
+    match &loaded.model.source {
+        crate::config::Source::Compose(compose) if !running => {
+            super::compose::start(engine, loaded, compose, &container, &name).await?
+        }
+        _ => ensure_running(engine, &container, &name).await?,
+    }
 
     let link = wait_for_daemon(engine, &id).await?;
     if nested {
@@ -159,7 +171,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     Ok(result(created))
 }
 
-enum Created {
+pub(super) enum Created {
     /// We made it: our create won (with what peer messaging gave it, and
     /// the metadata it was made with).
     Ours(ContainerInspectResponse, Option<peers::Prepared>, Box<RoomMetadata>),
