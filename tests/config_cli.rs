@@ -58,8 +58,16 @@ fn features_are_refused_as_not_supported_yet() {
 }
 
 #[test]
-fn docker_compose_is_refused_as_not_supported_yet() {
-    refused_with("compose", &["`dockerComposeFile` is not supported yet"]);
+fn a_missing_compose_file_names_the_path_tried() {
+    refused_with(
+        "compose-missing-file",
+        &["`dockerComposeFile` names ", ".devcontainer/docker-compose.missing.yml, which does not exist"],
+    );
+}
+
+#[test]
+fn features_with_a_compose_config_have_their_own_refusal() {
+    refused_with("compose-features", &["`features` together with `dockerComposeFile` is not supported yet"]);
 }
 
 #[test]

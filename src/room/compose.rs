@@ -405,7 +405,14 @@ pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool) -> anyho
     if volumes {
         args.push("--volumes".into());
     }
-    shutdown(engine, c, &args).await
+    let project = shutdown(engine, c, &args).await?;
+    // The room goes, so its override and lock go too.
+    if let Some(name) = c.names.iter().flatten().next().filter(|_| project_of(c).is_some()) {
+        let name = name.trim_start_matches('/');
+        let _ = std::fs::remove_file(override_path(name));
+        let _ = std::fs::remove_file(lock_path(name));
+    }
+    Ok(project)
 }
 
 async fn shutdown(engine: &Engine, c: &ContainerSummary, args: &[String]) -> anyhow::Result<bool> {
@@ -438,6 +445,10 @@ pub fn override_path(name: &str) -> PathBuf {
     crate::forward::state::dir().join("compose").join(format!("{name}.yml"))
 }
 
+fn lock_path(name: &str) -> PathBuf {
+    crate::forward::state::dir().join("compose").join(format!("{name}.lock"))
+}
+
 /// Writes the override file (whole, then renamed into place: compose
 /// never reads half a file).
 fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError> {
@@ -454,7 +465,7 @@ fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError>
 
 /// Holds the lock of room `name` while compose makes or starts it.
 fn lock(name: &str) -> Result<nix::fcntl::Flock<std::fs::File>, ComposeRoomError> {
-    let path = crate::forward::state::dir().join("compose").join(format!("{name}.lock"));
+    let path = lock_path(name);
     let open = || -> std::io::Result<std::fs::File> {
         std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)
