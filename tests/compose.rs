@@ -36,6 +36,8 @@ const APP: &str = r#"  app:
 struct ComposeWs {
     dir: tempfile::TempDir,
     env: Vec<(String, String)>,
+    /// Peer messaging is on (folded into the room's name).
+    peer: bool,
 }
 
 impl ComposeWs {
@@ -53,7 +55,7 @@ impl ComposeWs {
             std::fs::write(folder.join(name), text).unwrap();
         }
         std::fs::write(dir.path().join(".workroom.toml"), "peer_messaging = false\n").unwrap();
-        ComposeWs { dir, env: Vec::new() }
+        ComposeWs { dir, env: Vec::new(), peer: false }
     }
 
     fn path(&self) -> &Path {
@@ -72,7 +74,7 @@ impl ComposeWs {
 
     fn room_name(&self) -> String {
         let loaded = workroom::config::load(&workroom::config::LoadRequest::new(self.path(), None)).unwrap();
-        workroom::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, false)
+        workroom::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, self.peer)
     }
 
     fn workroom(&self, args: &[&str]) -> Output {
@@ -334,6 +336,39 @@ fn no_compose_program_says_which_package_provides_it() {
         stderr(&out)
     );
     assert_eq!(ws.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn a_compose_room_joins_the_peers_and_down_volumes_keeps_their_socket_volume() {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let scope = format!("tcompose{}{nanos:x}", std::process::id());
+    let registry = tempfile::Builder::new().prefix("wr-compose-reg-").tempdir().unwrap();
+    let mut ws = ComposeWs::new(config(json!({})), APP);
+    let settings = format!("peer_messaging = true\npeer_registry = {:?}\n", registry.path().display().to_string());
+    std::fs::write(ws.path().join(".workroom.toml"), settings).unwrap();
+    ws.peer = true;
+    ws.env = vec![("WORKROOM_SCOPE".into(), scope.clone())];
+    struct Scope(String);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            let filter = format!("label=workroom.scope={}", self.0);
+            for id in String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).split_whitespace() {
+                remove_container(id);
+            }
+            let _ = docker(&["volume", "rm", "-f", &format!("workroom-peer-socks-{}", self.0)]);
+        }
+    }
+    let _scope = Scope(scope.clone());
+    ws.up();
+    let anchor = docker_ok(&["inspect", &format!("workroom-peer-anchor-{scope}"), "--format", "{{.Id}}"]);
+    assert_eq!(inspect(&ws.room_name(), "{{json .HostConfig.PidMode}}"), json!(format!("container:{anchor}")));
+    // PID 1 is the anchor's reaper; the socket folder is the shared volume.
+    assert_eq!(ws.exec_ok(&["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]), "/.workroom/bin/workroomd anchor ");
+    assert_eq!(ws.exec_ok(&["stat", "-c", "%a", "/tmp/cc-socks"]), "700\n");
+    let out = ws.workroom(&["down", "--volumes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let volume = format!("workroom-peer-socks-{scope}");
+    assert!(docker(&["volume", "inspect", &volume]).status.success(), "the peers' volume is not the project's");
 }
 
 // ---------------------------------------------------------------------------

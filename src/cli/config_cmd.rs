@@ -19,8 +19,12 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     let mut request =
         LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
     let mut loaded = config::load(&request)?;
-    // What `up` would refuse before making anything, `config` refuses too.
-    crate::plan::create::check(&loaded)?;
+    // What `up` would refuse before making anything, `config` refuses too
+    // (of a compose config, what its room is planned from).
+    match loaded.model.source {
+        Source::Compose(_) => crate::plan::create::check(&crate::plan::compose::room_config(&loaded).0)?,
+        _ => crate::plan::create::check(&loaded)?,
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());
     let room = engine.as_ref().ok().and_then(|engine| runtime.block_on(room(engine, &loaded)));
