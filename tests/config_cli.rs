@@ -58,8 +58,11 @@ fn feature_options_of_a_wrong_type_name_the_feature() {
 }
 
 #[test]
-fn docker_compose_is_refused_as_not_supported_yet() {
-    refused_with("compose", &["`dockerComposeFile` is not supported yet"]);
+fn a_missing_compose_file_names_the_path_tried() {
+    refused_with(
+        "compose-missing-file",
+        &["`dockerComposeFile` names ", ".devcontainer/docker-compose.missing.yml, which does not exist"],
+    );
 }
 
 #[test]

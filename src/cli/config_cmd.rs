@@ -19,8 +19,12 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     let mut request =
         LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
     let mut loaded = config::load(&request)?;
-    // What `up` would refuse before making anything, `config` refuses too.
-    crate::plan::create::check(&loaded)?;
+    // What `up` would refuse before making anything, `config` refuses too
+    // (of a compose config, what its room is planned from).
+    match loaded.model.source {
+        Source::Compose(_) => crate::plan::create::check(&crate::plan::compose::room_config(&loaded).0)?,
+        _ => crate::plan::create::check(&loaded)?,
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());
     let room = engine.as_ref().ok().and_then(|engine| runtime.block_on(room(engine, &loaded)));
@@ -74,6 +78,11 @@ async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<Room
             crate::plan::dockerfile::base_image(&text, &build.args, build.target.as_deref())
                 .with_context(|| format!("{} names no base image for its target stage", build.dockerfile.display()))?
         }
+        Source::Compose(c) => anyhow::bail!(
+            "--include-merged-configuration of a compose config reads the service's image, which `workroom up` makes; \
+             run it first (service {:?})",
+            c.service
+        ),
     };
     let found = engine.inspect_image(&image).await?.with_context(|| {
         format!("image {image} is not present, so its metadata cannot be merged; `workroom up` pulls or builds it")
@@ -100,6 +109,10 @@ fn summary(loaded: &Loaded) -> String {
         match &m.source {
             Source::Image(image) => format!("image {image}"),
             Source::Dockerfile(b) => format!("build {} (context {})", b.dockerfile.display(), b.context.display()),
+            Source::Compose(c) => {
+                let files: Vec<String> = c.files.iter().map(|f| f.display().to_string()).collect();
+                format!("compose service {} of {}", c.service, files.join(", "))
+            }
         },
     );
     line("workspace folder", loaded.workspace.folder.clone());

@@ -64,6 +64,7 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
                     "state": c.state.map(|s| s.to_string()),
                     "image": c.image,
                     "workspace": label(c, labels::LOCAL_FOLDER),
+                    "compose_project": room::compose::project_of(c),
                     "created": c.created,
                     "program": programs.get(&name(c)),
                 });
@@ -96,16 +97,22 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
         output::print(&output::table(&["NAME", "STATE", "PEER GROUP", "AGE", "WORKSPACE"], &rows))?;
         return Ok(0);
     }
+    // The compose project is a column only when a compose room is listed.
+    let compose = rooms.iter().any(|c| room::compose::project_of(c).is_some());
     let rows: Vec<Vec<String>> = rooms
         .iter()
         .map(|c| {
-            vec![
+            let mut row = vec![
                 name(c),
                 c.state.map(|s| s.to_string()).unwrap_or_default(),
                 c.image.clone().unwrap_or_default(),
                 age(c.created),
                 label(c, labels::LOCAL_FOLDER).to_string(),
-            ]
+            ];
+            if compose {
+                row.push(room::compose::project_of(c).unwrap_or("-").to_string());
+            }
+            row
         })
         .collect();
     // The image's program (overrideCommand: false) gets a line under its room.
@@ -121,9 +128,12 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The table `workroom list` prints: name, state, image, age, workspace.
+/// The table `workroom list` prints: name, state, image, age, workspace,
+/// and the compose project when the rows have one more cell.
 fn format_list(rows: &[Vec<String>]) -> String {
-    output::table(&["NAME", "STATE", "IMAGE", "AGE", "WORKSPACE"], rows)
+    const HEADERS: [&str; 6] = ["NAME", "STATE", "IMAGE", "AGE", "WORKSPACE", "PROJECT"];
+    let width = rows.first().map_or(5, Vec::len).clamp(5, HEADERS.len());
+    output::table(&HEADERS[..width], rows)
 }
 
 /// The rooms a command acts on: a name, `--all`, or the workspace's room.
@@ -159,6 +169,11 @@ pub async fn stop(name_arg: Option<&str>, all: bool, folder: &std::path::Path) -
     for c in targets(&engine, name_arg, all, folder).await? {
         let n = name(&c);
         crate::forward::state::stop_background(&n);
+        // A compose room with `shutdownAction: stopCompose` stops its project.
+        if room::compose::stop(&engine, &c).await? {
+            eprintln!("stopped {n} and compose project {}", room::compose::project_of(&c).unwrap_or_default());
+            continue;
+        }
         engine.stop(c.id.as_deref().unwrap_or(&n), STOP_GRACE).await?;
         eprintln!("stopped {n}");
     }
@@ -170,12 +185,19 @@ pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, v
     for c in targets(&engine, name_arg, all, folder).await? {
         let n = name(&c);
         crate::forward::state::stop_background(&n);
-        engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
+        // A compose room with `shutdownAction: stopCompose` removes its project.
+        let project = room::compose::down(&engine, &c, volumes).await?;
+        if !project {
+            engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
+        }
         if let Some(id) = &c.id {
             room::ready::forget(id);
             room::notes::forget(id);
         }
-        eprintln!("removed {n}");
+        match room::compose::project_of(&c).filter(|_| project) {
+            Some(p) => eprintln!("removed {n} and compose project {p}"),
+            None => eprintln!("removed {n}"),
+        }
     }
     Ok(0)
 }

@@ -9,6 +9,7 @@
 //! exists (see [`substitute::Context::container_env`]).
 
 mod discover;
+pub mod dotenv;
 mod error;
 mod id;
 mod model;
@@ -21,8 +22,8 @@ pub use discover::{find_config, CANDIDATES};
 pub use error::ConfigError;
 pub use id::{devcontainer_id, id_labels};
 pub use model::{
-    AppPort, Build, Command, DevContainer, ForwardPort, Gpu, Hook, HostRequirements, Lifecycle, Mount, PortAttributes,
-    Source, UserEnvProbe,
+    is_compose, AppPort, Build, Command, Compose, DevContainer, ForwardPort, Gpu, Hook, HostRequirements, Lifecycle,
+    Mount, PortAttributes, Source, UserEnvProbe,
 };
 pub use parse::{parse_document, Parsed};
 pub use workspace::{git_root, Workspace};
@@ -141,8 +142,16 @@ impl Loaded {
         configuration.insert("configFilePath".into(), Value::String(self.config_path.display().to_string()));
         let mut workspace = Map::new();
         workspace.insert("workspaceFolder".into(), Value::String(self.workspace.folder.clone()));
-        // The reference prints the empty string it was given for "no mount".
-        workspace.insert("workspaceMount".into(), Value::String(self.workspace.mount.clone().unwrap_or_default()));
+        if let Source::Compose(_) = self.model.source {
+            // The reference has no mount for compose, so prints none, unless
+            // the file sets one (echoed as given).
+            if let Some(mount) = self.json.get("workspaceMount") {
+                workspace.insert("workspaceMount".into(), mount.clone());
+            }
+        } else {
+            // The reference prints the empty string it was given for "no mount".
+            workspace.insert("workspaceMount".into(), Value::String(self.workspace.mount.clone().unwrap_or_default()));
+        }
         let mut out = Map::new();
         out.insert("configuration".into(), Value::Object(configuration));
         out.insert("workspace".into(), Value::Object(workspace));
@@ -168,7 +177,18 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
         // The reference keeps a non-string as is; the model refuses it below.
         Some(_) => Some(""),
     };
-    let mut ws = workspace::defaults(&local_folder, raw_folder, raw_mount);
+    let compose = model::is_compose(&raw);
+    let mut ws = match compose {
+        // Compose has no workspace mount of its own: the compose file
+        // mounts the workspace, and the folder is `/` unless set.
+        true => Workspace {
+            local_folder: local_folder.clone(),
+            mount_root: local_folder.clone(),
+            folder: raw_folder.filter(|f| !f.is_empty()).unwrap_or("/").to_string(),
+            mount: None,
+        },
+        false => workspace::defaults(&local_folder, raw_folder, raw_mount),
+    };
 
     let local_folder_str = path_str(&config_path, &local_folder)?;
     let config_path_str = path_str(&config_path, &config_path)?;
@@ -192,11 +212,16 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
         }
     };
 
-    let model = model::read(&config_path, &json)?;
+    let mut model = model::read(&config_path, &json)?;
+    if let Source::Compose(c) = &mut model.source {
+        compose_files(c, &config_path, &local_folder, &request.env)?;
+    }
     if let Some(folder) = &model.workspace_folder {
         ws.folder = folder.clone();
     }
-    if json.contains_key("workspaceMount") {
+    // A compose room is mounted by its compose file; the reference echoes
+    // a `workspaceMount` there but mounts nothing.
+    if json.contains_key("workspaceMount") && !compose {
         ws.mount = model.workspace_mount.clone().filter(|m| !m.is_empty());
     }
     // An empty folder is echoed as the reference does; `up` refuses it.
@@ -216,6 +241,47 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
         substitution,
         parse_warnings: parsed.warnings,
     })
+}
+
+/// The compose files as the reference finds them: those named, else (an
+/// empty `dockerComposeFile` array) `COMPOSE_FILE` from the environment or
+/// the workspace folder's `.env`, else `docker-compose.yml` and, when there,
+/// `docker-compose.override.yml` in the workspace folder. Each must exist:
+/// the missing one is named before compose is asked anything.
+fn compose_files(
+    c: &mut Compose,
+    config_path: &Path,
+    workspace: &Path,
+    env: &HashMap<String, String>,
+) -> Result<(), ConfigError> {
+    if c.files.is_empty() {
+        let dot_env = workspace.join(".env");
+        let from_dot_env = || {
+            let text = std::fs::read_to_string(&dot_env).ok()?;
+            dotenv::value(&text, "COMPOSE_FILE")
+        };
+        let listed = env.get("COMPOSE_FILE").filter(|v| !v.is_empty()).cloned().or_else(from_dot_env);
+        c.files = match listed {
+            Some(list) => list.split(':').filter(|f| !f.is_empty()).map(|f| workspace.join(f)).collect(),
+            None => {
+                let mut files = vec![workspace.join("docker-compose.yml")];
+                let over = workspace.join("docker-compose.override.yml");
+                if over.is_file() {
+                    files.push(over);
+                }
+                files
+            }
+        };
+        c.env_file = dot_env.is_file().then_some(dot_env);
+    }
+    match c.files.iter().find(|f| !f.is_file()) {
+        Some(missing) => Err(ConfigError::MissingFile {
+            path: config_path.to_path_buf(),
+            property: "dockerComposeFile",
+            missing: missing.clone(),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn path_str<'a>(config: &Path, path: &'a Path) -> Result<&'a str, ConfigError> {

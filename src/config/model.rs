@@ -72,6 +72,25 @@ pub enum Gpu {
 pub enum Source {
     Image(String),
     Dockerfile(Build),
+    /// The room is a service of a Docker Compose project.
+    Compose(Compose),
+}
+
+/// `dockerComposeFile`, `service` and `runServices`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compose {
+    /// The compose files, absolute, in order (later ones override earlier
+    /// ones, as `-f` does). Resolved against the config file's folder; an
+    /// empty `dockerComposeFile` array is compose's own default files,
+    /// found from the workspace folder as the reference does.
+    pub files: Vec<PathBuf>,
+    /// `--env-file`: the workspace folder's `.env`, passed only with an
+    /// empty `dockerComposeFile` array (the reference's rule).
+    pub env_file: Option<PathBuf>,
+    /// The service that is the room.
+    pub service: String,
+    /// `runServices`: `None` starts every service of the project.
+    pub run_services: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -231,7 +250,6 @@ const KNOWN: &[&str] = &[
 /// Reads the model from the substituted JSON of the file at `path`.
 pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, ConfigError> {
     let r = Reader { path };
-    r.refuse_unsupported(json)?;
     let source = r.source(json)?;
     let lifecycle = Lifecycle {
         commands: Hook::ALL
@@ -271,6 +289,13 @@ pub fn read(path: &Path, json: &Map<String, Value>) -> Result<DevContainer, Conf
     })
 }
 
+/// A compose config, as the reference tells one: `dockerComposeFile` is
+/// set and neither `image` nor a Dockerfile is (those win when both are).
+pub fn is_compose(json: &Map<String, Value>) -> bool {
+    let dockerfile = json.get("build").and_then(|b| b.get("dockerfile")).is_some() || json.contains_key("dockerFile");
+    json.contains_key("dockerComposeFile") && !json.contains_key("image") && !dockerfile
+}
+
 /// How a value is named in an error: its JSON type and, for scalars, itself.
 pub fn describe(value: &Value) -> String {
     match value {
@@ -292,17 +317,6 @@ impl Reader<'_> {
         ConfigError::Type { path: self.path.to_path_buf(), property: property.into(), expected, found: describe(found) }
     }
 
-    fn refuse_unsupported(&self, json: &Map<String, Value>) -> Result<(), ConfigError> {
-        let unsupported = |property, hint| ConfigError::Unsupported { path: self.path.to_path_buf(), property, hint };
-        if json.contains_key("dockerComposeFile") {
-            return Err(unsupported(
-                "dockerComposeFile",
-                "workroom runs image and Dockerfile configs; use `image` or `build.dockerfile`",
-            ));
-        }
-        Ok(())
-    }
-
     fn features(&self, json: &Map<String, Value>) -> Result<Vec<(String, Value)>, ConfigError> {
         let Some(map) = self.object(json, "features")? else {
             return Ok(Vec::new());
@@ -317,6 +331,40 @@ impl Reader<'_> {
                 )),
             })
             .collect()
+    }
+
+    /// `dockerComposeFile` (a string or an array), `service` and `runServices`.
+    fn compose(&self, json: &Map<String, Value>) -> Result<Source, ConfigError> {
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        let files = match &json["dockerComposeFile"] {
+            Value::String(f) => vec![dir.join(f)],
+            Value::Array(_) | Value::Null => {
+                self.strings(json, "dockerComposeFile")?.iter().map(|f| dir.join(f)).collect()
+            }
+            other => return Err(self.type_error("dockerComposeFile", "a string or an array of strings", other)),
+        };
+        let service = match self.string(json, "service")? {
+            Some(s) if !s.is_empty() => s,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    path: self.path.to_path_buf(),
+                    message: "`dockerComposeFile` needs `service`: the compose service that is the room".into(),
+                })
+            }
+        };
+        let run_services = match json.get("runServices") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(self.strings(json, "runServices")?),
+        };
+        if self.string(json, "shutdownAction")?.as_deref() == Some("stopContainer") {
+            return Err(ConfigError::Invalid {
+                path: self.path.to_path_buf(),
+                message: "`shutdownAction` \"stopContainer\" is for image and Dockerfile configs; \
+                          a compose config takes \"stopCompose\" (the default) or \"none\""
+                    .into(),
+            });
+        }
+        Ok(Source::Compose(Compose { files, env_file: None, service, run_services }))
     }
 
     fn source(&self, json: &Map<String, Value>) -> Result<Source, ConfigError> {
@@ -371,6 +419,9 @@ impl Reader<'_> {
                 cache_from: self.string_or_strings(b, "cacheFrom").map_err(nest)?,
                 options: self.strings(b, "options").map_err(nest)?,
             }));
+        }
+        if is_compose(json) {
+            return self.compose(json);
         }
         match self.string(json, "image")? {
             Some(image) if !image.trim().is_empty() => Ok(Source::Image(image)),

@@ -170,10 +170,82 @@ fn empty_features_are_accepted() {
     assert!(Ws::new(r#"{ "image": "debian", "features": {} }"#).load().is_ok());
 }
 
+impl Ws {
+    /// With `compose.yml` beside the config.
+    fn compose(config: &str) -> Self {
+        let ws = Ws::new(config);
+        fs::write(ws.folder().join(".devcontainer/compose.yml"), "services:\n  app:\n    image: debian\n").unwrap();
+        ws
+    }
+}
+
 #[test]
-fn docker_compose_is_refused_as_not_supported_yet() {
-    let ws = Ws::new(r#"{ "dockerComposeFile": "compose.yml", "service": "app" }"#);
-    assert!(ws.err().contains("`dockerComposeFile` is not supported yet"), "{}", ws.err());
+fn a_compose_config_names_its_files_beside_the_config_and_has_no_workspace_mount() {
+    let ws = Ws::compose(
+        r#"{ "dockerComposeFile": ["compose.yml"], "service": "app", "runServices": ["app", "db"],
+             "workspaceFolder": "/src/${localWorkspaceFolderBasename}" }"#,
+    );
+    let loaded = ws.load().unwrap();
+    let Source::Compose(c) = &loaded.model.source else { panic!("expected compose: {:?}", loaded.model.source) };
+    assert_eq!(c.files, vec![ws.folder().join(".devcontainer/compose.yml")]);
+    assert_eq!((c.service.as_str(), c.run_services.clone()), ("app", Some(vec!["app".into(), "db".into()])));
+    assert_eq!((loaded.workspace.folder.as_str(), loaded.workspace.mount.as_deref()), ("/src/app", None));
+    let printed = loaded.reference_json();
+    assert_eq!(printed["workspace"], serde_json::json!({ "workspaceFolder": "/src/app" }));
+}
+
+#[test]
+fn a_compose_rooms_workspace_folder_is_the_root_unless_set() {
+    let ws = Ws::compose(r#"{ "dockerComposeFile": "compose.yml", "service": "app" }"#);
+    assert_eq!(ws.load().unwrap().workspace.folder, "/");
+}
+
+#[test]
+fn a_missing_compose_file_is_named_with_the_path_tried() {
+    let ws = Ws::compose(r#"{ "dockerComposeFile": ["compose.yml", "../nope.yml"], "service": "app" }"#);
+    let missing = ws.folder().join(".devcontainer/../nope.yml");
+    assert_eq!(
+        ws.err(),
+        format!("{}: `dockerComposeFile` names {}, which does not exist", ws.config_path(), missing.display())
+    );
+}
+
+#[test]
+fn a_compose_config_without_service_is_refused_by_name() {
+    let ws = Ws::compose(r#"{ "dockerComposeFile": "compose.yml" }"#);
+    assert!(
+        ws.err().ends_with("`dockerComposeFile` needs `service`: the compose service that is the room"),
+        "{}",
+        ws.err()
+    );
+    let ws = Ws::compose(r#"{ "dockerComposeFile": 3, "service": "app" }"#);
+    assert!(ws.err().contains("`dockerComposeFile` must be a string or an array of strings"), "{}", ws.err());
+}
+
+#[test]
+fn a_compose_config_reads_its_features_as_an_image_config_does() {
+    let ws = Ws::compose(
+        r#"{ "dockerComposeFile": "compose.yml", "service": "app", "features": { "ghcr.io/devcontainers/features/node:1": {} } }"#,
+    );
+    let loaded = ws.load().unwrap();
+    assert!(matches!(loaded.model.source, Source::Compose(_)), "{:?}", loaded.model.source);
+    assert_eq!(
+        loaded.model.features,
+        vec![("ghcr.io/devcontainers/features/node:1".to_string(), serde_json::json!({}))]
+    );
+}
+
+#[test]
+fn stop_container_is_refused_for_a_compose_config() {
+    let ws =
+        Ws::compose(r#"{ "dockerComposeFile": "compose.yml", "service": "app", "shutdownAction": "stopContainer" }"#);
+    assert!(ws.err().contains("a compose config takes \"stopCompose\" (the default) or \"none\""), "{}", ws.err());
+}
+
+#[test]
+fn an_image_beside_docker_compose_file_makes_an_image_config_as_the_reference_reads_it() {
+    let ws = Ws::compose(r#"{ "image": "debian", "dockerComposeFile": "compose.yml", "service": "app" }"#);
+    assert_eq!(ws.load().unwrap().model.source, Source::Image("debian".into()));
 }
 
 #[test]

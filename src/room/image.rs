@@ -18,6 +18,8 @@ pub enum ImageError {
     Reference { config: String, image: String, reason: String },
     #[error("building {dockerfile} failed: {reason}")]
     Build { dockerfile: String, reason: String },
+    #[error("{config}: a compose room's image is the compose service's, made by compose")]
+    Compose { config: String },
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -47,6 +49,8 @@ pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(Stri
             })?;
             Ok((tag.to_string(), facts(&found)))
         }
+        // Compose makes the service's image (`room/compose.rs`).
+        Source::Compose(_) => Err(ImageError::Compose { config: loaded.config_path.display().to_string() }),
     }
 }
 

@@ -101,7 +101,14 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             // Being made by another `up`, or left half-made by a dead one.
             Some(c) if is_created(&c) => existing = settle_created(engine, &c, &name).await?,
             Some(c) => break (c, false, None, None),
-            None => match create_room(engine, loaded, &name, options, scope.as_deref()).await? {
+            // The branch point of compose rooms: how the room is made (and
+            // started, below); the rest of `up` is the same for every room.
+            None => match match &loaded.model.source {
+                crate::config::Source::Compose(compose) => {
+                    super::compose::create_room(engine, loaded, compose, &name, options, scope.as_deref()).await?
+                }
+                _ => create_room(engine, loaded, &name, options, scope.as_deref()).await?,
+            } {
                 Created::Ours(c, prepared, made) => break (c, true, prepared, Some(made)),
                 Created::Theirs(c) => existing = Some(c),
             },
@@ -168,7 +175,12 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if !running {
         peers::wake_anchor(engine, &container).await;
     }
-    ensure_running(engine, &container, &name).await?;
+    match &loaded.model.source {
+        crate::config::Source::Compose(compose) if !running => {
+            super::compose::start(engine, loaded, compose, &container, &name).await?
+        }
+        _ => ensure_running(engine, &container, &name).await?,
+    }
     let started_at = match running {
         true => started_at,
         false => engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at).unwrap_or_default(),
@@ -279,7 +291,7 @@ async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, check: Ch
     }
 }
 
-enum Created {
+pub(super) enum Created {
     /// We made it: our create won (with what peer messaging gave it, and
     /// the metadata it was made with, and the link its users were checked
     /// over).
@@ -306,52 +318,8 @@ async fn create_room(
     create::check(loaded)?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock).await?;
-    let metadata = metadata::for_new_room(loaded, &image, facts.metadata.as_deref(), &[]);
-    let peer_setup = if options.peer {
-        let user = create::remote_user(&metadata.merged, &facts);
-        let update_uid = metadata.merged.update_remote_user_uid.unwrap_or(true);
-        let (group, registry) = (&options.peer_group, &options.peer_registry);
-        match peers::prepare(engine, scope, group, &image, &user, update_uid, registry).await {
-            Ok(p) => Some(p),
-            Err(e) => {
-                // Never blocks `up`: the room is made without peers, and the
-                // next reattach says so until it is recreated.
-                let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
-                eprintln!("warning: {name} starts without peer messaging: {}", chain.join(": "));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let mut plan = create::plan_with_peers(
-        name,
-        &image,
-        loaded,
-        &facts,
-        &metadata,
-        !options.refuse_metadata_privileged,
-        peer_setup.as_ref().map(|p| &p.join),
-    )?;
-    let confinement = match options.shape.nested {
-        true => super::nested::confinement(engine).await,
-        false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
-    };
-    for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
-        eprintln!("warning: {name}: {w}");
-    }
-    // Before the create: when the engine refuses what metadata asked for
-    // (privileged, a capability), the line saying who asked is already out.
-    for w in metadata.warnings.iter().chain(&plan.warnings) {
-        eprintln!("warning: {w}");
-    }
-    let room_labels = plan.body.labels.get_or_insert_with(Default::default);
-    room_labels.extend(peer_plan::scope_labels(scope));
-    let wants = options.peer.then_some(options.peer_group.as_str());
-    let joined = peer_setup.as_ref().map(|p| (&p.names, p.anchor_id.as_str()));
-    room_labels.extend(peer_plan::room_labels(wants, joined));
-    room_labels.insert(creating::CREATOR_HOST_LABEL.to_string(), creating::host_name());
-    super::requirements::apply(engine, loaded, &mut plan).await;
+    let RoomPlan { plan, metadata, peers: peer_setup } =
+        room_plan(engine, loaded, name, options, scope, &image, &facts).await?;
     let binary = daemon::binary()?;
     let upload_folder = plan.upload_folder();
     let tar = daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
@@ -391,10 +359,7 @@ async fn create_room(
     let prepared = async {
         engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
         engine.start(&id).await.map_err(|e| blamed(loaded, e))?;
-        let link = wait_for_daemon(engine, &id).await?;
-        check_users(&link, loaded, &metadata.merged).await?;
-        let c = engine.inspect_container(&id).await?.with_context(|| format!("{name} vanished after its start"))?;
-        anyhow::Ok((c, link))
+        started(engine, loaded, &metadata, &id, name).await
     }
     .await;
     match prepared {
@@ -407,6 +372,92 @@ async fn create_room(
             Err(e.context(format!("{name} was not made (removed again)")))
         }
     }
+}
+
+/// What any room is made from, whoever makes it (the engine for image and
+/// Dockerfile rooms, the compose program for compose rooms).
+pub(super) struct RoomPlan {
+    pub plan: create::CreatePlan,
+    pub metadata: RoomMetadata,
+    /// The peers it joins, when it does.
+    pub peers: Option<peers::Prepared>,
+}
+
+/// From the room's image to its plan: the image's metadata merged under
+/// devcontainer.json, the peers it joins, nested containers, the labels and
+/// the host's requirements; every line about what it widens is said here,
+/// before anything is made.
+pub(super) async fn room_plan(
+    engine: &Engine,
+    loaded: &Loaded,
+    name: &str,
+    options: &UpOptions,
+    scope: Option<&str>,
+    image: &str,
+    facts: &create::ImageFacts,
+) -> anyhow::Result<RoomPlan> {
+    let metadata = metadata::for_new_room(loaded, image, facts.metadata.as_deref(), &[]);
+    let peer_setup = if options.peer {
+        let user = create::remote_user(&metadata.merged, facts);
+        let update_uid = metadata.merged.update_remote_user_uid.unwrap_or(true);
+        let (group, registry) = (&options.peer_group, &options.peer_registry);
+        match peers::prepare(engine, scope, group, image, &user, update_uid, registry).await {
+            Ok(p) => Some(p),
+            Err(e) => {
+                // Never blocks `up`: the room is made without peers, and the
+                // next reattach says so until it is recreated.
+                let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+                eprintln!("warning: {name} starts without peer messaging: {}", chain.join(": "));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut plan = create::plan_with_peers(
+        name,
+        image,
+        loaded,
+        facts,
+        &metadata,
+        !options.refuse_metadata_privileged,
+        peer_setup.as_ref().map(|p| &p.join),
+    )?;
+    let confinement = match options.shape.nested {
+        true => super::nested::confinement(engine).await,
+        false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
+    };
+    for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
+        eprintln!("warning: {name}: {w}");
+    }
+    // Before the create: when the engine refuses what metadata asked for
+    // (privileged, a capability), the line saying who asked is already out.
+    for w in metadata.warnings.iter().chain(&plan.warnings) {
+        eprintln!("warning: {w}");
+    }
+    let room_labels = plan.body.labels.get_or_insert_with(Default::default);
+    room_labels.extend(peer_plan::scope_labels(scope));
+    let wants = options.peer.then_some(options.peer_group.as_str());
+    let joined = peer_setup.as_ref().map(|p| (&p.names, p.anchor_id.as_str()));
+    room_labels.extend(peer_plan::room_labels(wants, joined));
+    room_labels.insert(creating::CREATOR_HOST_LABEL.to_string(), creating::host_name());
+    super::requirements::apply(engine, loaded, &mut plan).await;
+    Ok(RoomPlan { plan, metadata, peers: peer_setup })
+}
+
+/// A room just started for the first time: its daemon answers, and the
+/// users the configuration names are the image's (else it is refused).
+pub(super) async fn started(
+    engine: &Engine,
+    loaded: &Loaded,
+    metadata: &RoomMetadata,
+    id: &str,
+    name: &str,
+) -> anyhow::Result<(ContainerInspectResponse, RoomLink)> {
+    let link = wait_for_daemon(engine, id).await?;
+    check_users(&link, loaded, &metadata.merged).await?;
+    let c = engine.inspect_container(id).await?.with_context(|| format!("{name} vanished after its start"))?;
+    Ok((c, link))
 }
 
 /// The metadata of a room made before this `up`: its image's label (by the

@@ -1,0 +1,429 @@
+//! A compose room: the service devcontainer.json names, in the user's
+//! compose project, run by the real compose program. The sequence of making
+//! one (`up` comes here from its one branch point when the config is a
+//! compose config), starting a stopped one, and `stop`/`down` by
+//! `shutdownAction`. The decisions are in `plan/compose.rs`.
+//!
+//! Making: `compose config` (the project as compose reads it) → the
+//! service's image (built or pulled by compose) → the room's plan, as for
+//! an image room → the override file, in workroom's state folder →
+//! `compose up --no-start` → the daemon uploaded into the created service
+//! container → `compose up -d --no-recreate`. A refused `up` removes every
+//! container, network and volume of the project that was not there before.
+//!
+//! The override names the service's container after the room, so every
+//! other command finds a compose room as it finds any room (one inspect by
+//! name), and a second `up` takes the same fast path as image rooms
+//! without running compose at all.
+
+use super::up::{Created, RoomPlan, UpOptions};
+use crate::config::{Compose, Loaded};
+use crate::engine::compose::{declares_name, ComposeError, Program, ProjectObjects};
+use crate::engine::{Engine, EngineError};
+use crate::plan::compose::{self as plan, OverrideError, OverrideInputs, ProjectInputs, Service};
+use crate::plan::create;
+use anyhow::Context as _;
+use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// How long `stop` gives the project's containers before compose kills
+/// them: the daemon ends its panes' shells with SIGHUP first, at once.
+const STOP_GRACE_SECONDS: &str = "10";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeRoomError {
+    #[error("{config}: `service` names {service:?}, which is not a service of {files}; its services: {services}")]
+    NoService { config: String, service: String, files: String, services: String },
+    #[error("{config}: `runServices` names {service:?}, which is not a service of {files}; its services: {services}")]
+    NoRunService { config: String, service: String, files: String, services: String },
+    #[error("{config}: service {service:?} has neither `image` nor `build` in {files}")]
+    NoImage { config: String, service: String, files: String },
+    #[error("image {image} of service {service:?} is not there after compose {action}")]
+    ImageMissing { image: String, service: String, action: &'static str },
+    #[error("{config}: {problem}")]
+    Override { config: String, problem: OverrideError },
+    #[error("compose made no container {name} for service {service:?}")]
+    NotMade { name: String, service: String },
+    #[error("cannot write {path}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot lock {path} (another workroom making this room?)")]
+    Lock { path: PathBuf, source: nix::Error },
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// The project as compose reads it.
+#[derive(Debug, Clone)]
+struct Project {
+    name: String,
+    files: Vec<PathBuf>,
+    env_file: Option<PathBuf>,
+    service_name: String,
+    service: Service,
+    /// `version:` of the first file.
+    version: Option<String>,
+}
+
+impl Project {
+    /// `-p NAME -f FILE... [-f OVERRIDE] [--env-file FILE]`.
+    fn global(&self, override_file: Option<&Path>) -> Vec<String> {
+        global_args(&self.name, self.files.iter().map(|f| f.as_path()).chain(override_file), self.env_file.as_deref())
+    }
+
+    fn files_shown(&self) -> String {
+        self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn global_args<'a>(project: &str, files: impl Iterator<Item = &'a Path>, env_file: Option<&Path>) -> Vec<String> {
+    let mut args = vec!["-p".to_string(), project.to_string()];
+    for f in files {
+        args.extend(["-f".to_string(), f.display().to_string()]);
+    }
+    if let Some(env) = env_file {
+        args.extend(["--env-file".to_string(), env.display().to_string()]);
+    }
+    args
+}
+
+/// The compose program, run from the workspace folder as the reference runs it.
+async fn program(loaded: &Loaded) -> Result<Program, ComposeError> {
+    Ok(Program::find().await?.within(&loaded.workspace.local_folder))
+}
+
+/// Reads the project: `compose config` of the files, the service and
+/// `runServices` checked against it, and the project's name.
+async fn read_project(program: &Program, loaded: &Loaded, compose: &Compose) -> Result<Project, ComposeRoomError> {
+    let config = loaded.config_path.display().to_string();
+    let files_global = global_args("", compose.files.iter().map(|f| f.as_path()), compose.env_file.as_deref());
+    // `config` needs no project name; the reference asks without one.
+    let printed = program.config(&files_global[2..], &compose.files[0].display().to_string()).await?;
+    let names = plan::service_names(&printed);
+    let files = compose.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
+    let listed = || if names.is_empty() { "(none)".to_string() } else { names.join(", ") };
+    let service = Service::of(&printed, &compose.service).ok_or_else(|| ComposeRoomError::NoService {
+        config: config.clone(),
+        service: compose.service.clone(),
+        files: files.clone(),
+        services: listed(),
+    })?;
+    if let Some(missing) = compose.run_services.iter().flatten().find(|s| !names.contains(s)) {
+        return Err(ComposeRoomError::NoRunService { config, service: missing.clone(), files, services: listed() });
+    }
+    let config_name = printed.get("name").and_then(Value::as_str);
+    // Only asked when compose printed the name it gives files in
+    // `.devcontainer/` by itself.
+    let files_name_it = config_name == Some("devcontainer")
+        && compose.files.iter().any(|f| std::fs::read_to_string(f).is_ok_and(|t| declares_name(&t)));
+    let workspace = &loaded.workspace.local_folder;
+    let dot_env = std::fs::read_to_string(workspace.join(".env")).ok();
+    let env_name = std::env::var("COMPOSE_PROJECT_NAME").ok();
+    let name = plan::project_name(&ProjectInputs {
+        env: env_name.as_deref(),
+        dot_env: dot_env.as_deref(),
+        config_name,
+        files_name_it,
+        first_file: &compose.files[0],
+        workspace,
+        // docker-compose 1.21 allowed `-` and `_`; an unknown version is
+        // taken to be new, as the reference takes it.
+        new_names: program.version.is_none_or(|v| v >= (1, 21, 0)),
+    });
+    let version = std::fs::read_to_string(&compose.files[0]).ok().and_then(|t| plan::file_version(&t));
+    Ok(Project {
+        name,
+        files: compose.files.clone(),
+        env_file: compose.env_file.clone(),
+        service_name: compose.service.clone(),
+        service,
+        version,
+    })
+}
+
+/// The image the room's service runs, and what the plan needs of it.
+struct ServiceImage {
+    name: String,
+    facts: create::ImageFacts,
+    /// The room runs another image than the compose file names: the
+    /// override's `image:` points at it.
+    derived: bool,
+}
+
+/// The one way to the service's image: built by compose when the service
+/// has `build:`, else the file's image, pulled by compose when missing.
+///
+/// The config's features extend that image, as the reference extends the
+/// service's image, and the override then names the derived one.
+async fn service_image(
+    engine: &Engine,
+    program: &Program,
+    project: &Project,
+    loaded: &Loaded,
+    lock: crate::features::LockMode,
+) -> anyhow::Result<ServiceImage> {
+    let service = &project.service_name;
+    let global = project.global(None);
+    let (image, action) = if project.service.build {
+        program.run(&global, &["build".to_string(), service.clone()]).await?;
+        let image = project
+            .service
+            .image
+            .clone()
+            .unwrap_or_else(|| plan::default_image_name(&project.name, service, program.version));
+        (image, "build")
+    } else {
+        let image = project.service.image.clone().ok_or_else(|| ComposeRoomError::NoImage {
+            config: loaded.config_path.display().to_string(),
+            service: service.clone(),
+            files: project.files_shown(),
+        })?;
+        if engine.inspect_image(&image).await?.is_none() {
+            program.run(&global, &["pull".to_string(), service.clone()]).await?;
+        }
+        (image, "pull")
+    };
+    let found = engine.inspect_image(&image).await?.ok_or_else(|| ComposeRoomError::ImageMissing {
+        image: image.clone(),
+        service: service.clone(),
+        action,
+    })?;
+    let (name, facts) =
+        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock).await?;
+    Ok(ServiceImage { derived: name != image, name, facts })
+}
+
+/// Makes the compose room `name` (`up`'s create step for a compose config).
+pub(super) async fn create_room(
+    engine: &Engine,
+    loaded: &Loaded,
+    compose: &Compose,
+    name: &str,
+    options: &UpOptions,
+    scope: Option<&str>,
+) -> anyhow::Result<Created> {
+    // Two `up`s of one workspace: the second waits here, then finds the room.
+    let _lock = lock(name)?;
+    if let Some(c) = engine.inspect_container(name).await? {
+        return Ok(Created::Theirs(c));
+    }
+    let program = program(loaded).await?;
+    let project = read_project(&program, loaded, compose).await?;
+    let (room, said) = plan::room_config(loaded);
+    for w in said {
+        eprintln!("warning: {w}");
+    }
+    create::check(&room)?;
+    let image = service_image(engine, &program, &project, &room, options.lock).await?;
+    let facts = plan::service_facts(&image.facts, &project.service);
+    let RoomPlan { mut plan, metadata, peers: peer_setup } =
+        super::up::room_plan(engine, &room, name, options, scope, &image.name, &facts).await?;
+    let labels = plan.body.labels.get_or_insert_with(Default::default);
+    labels.insert(plan::SHUTDOWN_LABEL.into(), shutdown_action(loaded).into());
+    if let Some(env) = &project.env_file {
+        labels.insert(plan::ENV_FILE_LABEL.into(), env.display().to_string());
+    }
+    let external = plan::external_volumes(&metadata.merged.mounts, peer_setup.as_ref().map(|p| p.join.volume.as_str()));
+    let inputs = OverrideInputs {
+        service: &project.service_name,
+        version: project.version.as_deref(),
+        image: image.derived.then_some(image.name.as_str()),
+        container_name: name,
+        external_volumes: &external,
+    };
+    let file = plan::override_file(&plan, &inputs)
+        .map_err(|problem| ComposeRoomError::Override { config: loaded.config_path.display().to_string(), problem })?;
+    let override_path = write_override(name, &file)?;
+    let global = project.global(Some(&override_path));
+    let services = plan::services_to_run(&project.service_name, compose.run_services.as_deref());
+    let binary = super::daemon::binary()?;
+    let upload_folder = plan.upload_folder();
+    let tar = super::daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
+        .context("pack the daemon for upload")?;
+
+    let before = engine.project_objects(&project.name).await?;
+    let made = async {
+        let up: Vec<String> = ["up", "--no-start"].map(String::from).into_iter().chain(services.clone()).collect();
+        program.run(&global, &up).await?;
+        let c = engine.inspect_container(name).await?.ok_or_else(|| ComposeRoomError::NotMade {
+            name: name.to_string(),
+            service: project.service_name.clone(),
+        })?;
+        let id = c.id.clone().unwrap_or_else(|| name.to_string());
+        engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
+        // `--no-recreate`: a container compose would otherwise replace
+        // (its configuration hash changed) keeps the daemon just uploaded.
+        let start: Vec<String> =
+            ["up", "-d", "--no-recreate"].map(String::from).into_iter().chain(services.clone()).collect();
+        program.run(&global, &start).await?;
+        super::up::started(engine, &room, &metadata, &id, name).await
+    }
+    .await;
+    match made {
+        Ok((c, link)) => Ok(Created::Ours(c, peer_setup.map(Box::new), Box::new((metadata, link)))),
+        Err(e) => {
+            remove_made(engine, &project.name, &before).await;
+            Err(e.context(format!("{name} was not made (what it made of compose project {} is removed)", project.name)))
+        }
+    }
+}
+
+/// `shutdownAction` of a compose config: `stopCompose` unless `none`.
+fn shutdown_action(loaded: &Loaded) -> &'static str {
+    match loaded.model.shutdown_action.as_deref() {
+        Some("none") => "none",
+        _ => "stopCompose",
+    }
+}
+
+/// Removes what compose made of `project` since `before`: its new
+/// containers, then networks, then volumes (a refused `up` leaves none).
+async fn remove_made(engine: &Engine, project: &str, before: &ProjectObjects) {
+    let Ok(now) = engine.project_objects(project).await else { return };
+    for id in now.containers.iter().filter(|c| !before.containers.contains(c)) {
+        let _ = engine.remove(id, true).await;
+    }
+    for n in now.networks.iter().filter(|n| !before.networks.contains(n)) {
+        let _ = engine.remove_network(n).await;
+    }
+    for v in now.volumes.iter().filter(|v| !before.volumes.contains(v)) {
+        let _ = engine.remove_volume(v).await;
+    }
+}
+
+/// Starts a stopped compose room with its project, as made: the files its
+/// labels name, `up -d --no-recreate` of the services the config runs.
+pub(super) async fn start(
+    engine: &Engine,
+    loaded: &Loaded,
+    compose: &Compose,
+    c: &ContainerInspectResponse,
+    name: &str,
+) -> anyhow::Result<()> {
+    let _lock = lock(name)?;
+    let c = engine.inspect_container(name).await?.unwrap_or_else(|| c.clone());
+    match c.state.as_ref().and_then(|s| s.status) {
+        Some(ContainerStateStatusEnum::RUNNING) => return Ok(()),
+        Some(ContainerStateStatusEnum::PAUSED) => anyhow::bail!("{name} is paused; `docker unpause {name}` first"),
+        _ => {}
+    }
+    let labels = c.config.as_ref().and_then(|c| c.labels.clone()).unwrap_or_default();
+    let Some(global) = made_with(&labels) else {
+        // Its files are gone: the room alone, through the engine.
+        engine.start(c.id.as_deref().unwrap_or(name)).await?;
+        return Ok(());
+    };
+    let program = program(loaded).await?;
+    let services = plan::services_to_run(&compose.service, compose.run_services.as_deref());
+    let start: Vec<String> = ["up", "-d", "--no-recreate"].map(String::from).into_iter().chain(services).collect();
+    program.run(&global, &start).await?;
+    Ok(())
+}
+
+/// The project options a container was made with, from compose's labels
+/// (its project and files) and ours (the env file); `None` when a file is
+/// gone.
+fn made_with(labels: &std::collections::HashMap<String, String>) -> Option<Vec<String>> {
+    let project = labels.get(plan::PROJECT_LABEL)?;
+    let files: Vec<PathBuf> = labels.get(plan::CONFIG_FILES_LABEL)?.split(',').map(PathBuf::from).collect();
+    if files.is_empty() || files.iter().any(|f| !f.is_file()) {
+        return None;
+    }
+    let env_file = labels.get(plan::ENV_FILE_LABEL).map(PathBuf::from).filter(|f| f.is_file());
+    Some(global_args(project, files.iter().map(|f| f.as_path()), env_file.as_deref()))
+}
+
+/// The compose project of a room, if it is a compose room.
+pub fn project_of(c: &ContainerSummary) -> Option<&str> {
+    c.labels.as_ref()?.get(plan::PROJECT_LABEL).map(String::as_str)
+}
+
+/// `stop` of a compose room, by its `shutdownAction`: the whole project
+/// (`stopCompose`), or the room alone (`none`, returns `false`: the
+/// caller stops it as any room).
+pub async fn stop(engine: &Engine, c: &ContainerSummary) -> anyhow::Result<bool> {
+    shutdown(engine, c, &["stop".to_string(), "-t".to_string(), STOP_GRACE_SECONDS.to_string()]).await
+}
+
+/// `down` of a compose room, by its `shutdownAction`: the whole project
+/// (`stopCompose`; with `volumes`, its volumes too), or the room alone
+/// (`none`, returns `false`: the caller removes it as any room).
+pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool) -> anyhow::Result<bool> {
+    let mut args = vec!["down".to_string()];
+    if volumes {
+        args.push("--volumes".into());
+    }
+    let project = shutdown(engine, c, &args).await?;
+    // The room goes, so its override and lock go too.
+    if let Some(name) = c.names.iter().flatten().next().filter(|_| project_of(c).is_some()) {
+        let name = name.trim_start_matches('/');
+        let _ = std::fs::remove_file(override_path(name));
+        let _ = std::fs::remove_file(lock_path(name));
+    }
+    Ok(project)
+}
+
+async fn shutdown(engine: &Engine, c: &ContainerSummary, args: &[String]) -> anyhow::Result<bool> {
+    let labels = c.labels.clone().unwrap_or_default();
+    let Some(project) = labels.get(plan::PROJECT_LABEL) else { return Ok(false) };
+    if labels.get(plan::SHUTDOWN_LABEL).map(String::as_str) == Some("none") {
+        return Ok(false);
+    }
+    let Some(global) = made_with(&labels) else {
+        // The files are gone: what compose would stop or remove, by label.
+        eprintln!("warning: the compose files of project {project} are gone; acting on its containers by label");
+        let objects = engine.project_objects(project).await?;
+        match args[0].as_str() {
+            "down" => remove_made(engine, project, &ProjectObjects::default()).await,
+            _ => {
+                for id in &objects.containers {
+                    engine.stop(id, std::time::Duration::from_secs(10)).await?;
+                }
+            }
+        }
+        return Ok(true);
+    };
+    let program = Program::find().await?;
+    program.run(&global, args).await?;
+    Ok(true)
+}
+
+/// Where the override file of room `name` is written.
+pub fn override_path(name: &str) -> PathBuf {
+    crate::forward::state::dir().join("compose").join(format!("{name}.yml"))
+}
+
+fn lock_path(name: &str) -> PathBuf {
+    crate::forward::state::dir().join("compose").join(format!("{name}.lock"))
+}
+
+/// Writes the override file (whole, then renamed into place: compose
+/// never reads half a file).
+fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError> {
+    let path = override_path(name);
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
+        let partial = path.with_extension("yml.partial");
+        std::fs::write(&partial, serde_json::to_string_pretty(file).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&partial, &path)
+    };
+    write().map_err(|source| ComposeRoomError::Write { path: path.clone(), source })?;
+    Ok(path)
+}
+
+/// Holds the lock of room `name` while compose makes or starts it.
+fn lock(name: &str) -> Result<nix::fcntl::Flock<std::fs::File>, ComposeRoomError> {
+    let path = lock_path(name);
+    let open = || -> std::io::Result<std::fs::File> {
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)
+    };
+    let file = open().map_err(|e| ComposeRoomError::Lock {
+        path: path.clone(),
+        source: nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, source)| ComposeRoomError::Lock { path, source })
+}

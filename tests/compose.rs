@@ -1,0 +1,472 @@
+//! Compose rooms against the real engine with the real compose program
+//! (Debian's docker-compose 1.29): the room is the service devcontainer.json
+//! names, its siblings run beside it, `stop` and `down` follow
+//! `shutdownAction`, and a refused `up` leaves nothing of the project.
+//!
+//! Every project is unique to its test (the workspace folder's name is in
+//! the project's name), every service carries the `workroom.test` label,
+//! and everything of the project (containers, networks, volumes, built
+//! images, workroom's override file) is removed on drop.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The busybox stand-in for a database: httpd serving `/etc`, so the room
+/// can fetch `/hostname` by the service's name.
+const DB: &str = r#"  db:
+    image: workroom-fixture/busybox:1
+    command: ["httpd", "-f", "-p", "8080", "-h", "/etc"]
+    labels: ["workroom.test=1"]
+"#;
+
+/// The room's service: the debian fixture, the workspace bound at `/workspace`.
+const APP: &str = r#"  app:
+    image: workroom-fixture/debian:bookworm
+    command: sleep infinity
+    volumes: ["..:/workspace"]
+    labels: ["workroom.test=1"]
+"#;
+
+/// A workspace whose `.devcontainer/` holds devcontainer.json and
+/// docker-compose.yml; its compose project is removed on drop.
+struct ComposeWs {
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+    /// Peer messaging is on (folded into the room's name).
+    peer: bool,
+}
+
+impl ComposeWs {
+    /// `services` is the body under `services:`; `config` the devcontainer.json.
+    fn new(config: Value, services: &str) -> ComposeWs {
+        Self::with_files(config, &[("docker-compose.yml", &format!("services:\n{services}"))])
+    }
+
+    fn with_files(config: Value, files: &[(&str, &str)]) -> ComposeWs {
+        let dir = tempfile::Builder::new().prefix("wr-compose-").tempdir().unwrap();
+        let folder = dir.path().join(".devcontainer");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("devcontainer.json"), serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        for (name, text) in files {
+            let path = folder.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        std::fs::write(dir.path().join(".workroom.toml"), "peer_messaging = false\n").unwrap();
+        ComposeWs { dir, env: Vec::new(), peer: false }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn folder(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    /// `<folder>_devcontainer`, as compose and the reference name it.
+    fn project(&self) -> String {
+        let base = self.path().file_name().unwrap().to_string_lossy().to_lowercase();
+        format!("{base}_devcontainer")
+    }
+
+    fn room_name(&self) -> String {
+        let loaded = workroom::config::load(&workroom::config::LoadRequest::new(self.path(), None)).unwrap();
+        workroom::plan::identity::room_name(&loaded.workspace.local_folder, &loaded.config_path, self.peer)
+    }
+
+    fn workroom(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(workroom_bin());
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        cmd.args(&args[..split]).args(["--workspace-folder", &self.folder()]).args(&args[split..]);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        output_within(cmd, None)
+    }
+
+    fn up(&self) -> Output {
+        let out = self.workroom(&["up"]);
+        assert!(out.status.success(), "workroom up failed: {}", stderr(&out));
+        out
+    }
+
+    fn exec_ok(&self, cmd: &[&str]) -> String {
+        let mut args = vec!["exec", "--"];
+        args.extend_from_slice(cmd);
+        let out = self.workroom(&args);
+        assert!(out.status.success(), "exec {cmd:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    /// `name state` of every container of the project.
+    fn containers(&self) -> Vec<String> {
+        let filter = format!("label=com.docker.compose.project={}", self.project());
+        docker_ok(&[
+            "ps",
+            "-a",
+            "--filter",
+            &filter,
+            "--format",
+            "{{.Label \"com.docker.compose.service\"}} {{.State}}",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+
+    /// The project's networks and volumes, by compose's label.
+    fn networks_and_volumes(&self) -> (String, String) {
+        let filter = format!("label=com.docker.compose.project={}", self.project());
+        (
+            docker_ok(&["network", "ls", "-q", "--filter", &filter]),
+            docker_ok(&["volume", "ls", "-q", "--filter", &filter]),
+        )
+    }
+}
+
+impl Drop for ComposeWs {
+    fn drop(&mut self) {
+        let filter = format!("label=com.docker.compose.project={}", self.project());
+        for id in String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).split_whitespace() {
+            remove_container(id);
+        }
+        for kind in ["network", "volume"] {
+            let ids = docker(&[kind, "ls", "-q", "--filter", &filter]);
+            for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+                let _ = docker(&[kind, "rm", id]);
+            }
+        }
+        let _ = docker(&["rmi", &format!("{}_app", self.project())]);
+        let state = override_folder();
+        let _ = std::fs::remove_file(state.join(format!("{}.yml", self.room_name())));
+        let _ = std::fs::remove_file(state.join(format!("{}.lock", self.room_name())));
+    }
+}
+
+fn override_folder() -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".local/state"));
+    base.join("workroom/compose")
+}
+
+fn inspect(container: &str, format: &str) -> Value {
+    serde_json::from_str(&docker_ok(&["inspect", container, "--format", format])).unwrap()
+}
+
+fn config(extra: Value) -> Value {
+    let mut c = json!({ "dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace" });
+    c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    c
+}
+
+#[test]
+fn a_two_service_project_is_a_room_that_reaches_its_sibling_by_name() {
+    let ws = ComposeWs::new(
+        config(json!({ "containerEnv": { "GREETING": "hi $HOME" }, "postCreateCommand": "echo made > /tmp/made" })),
+        &format!("{APP}{DB}"),
+    );
+    ws.up();
+    let room = ws.room_name();
+    // The room is the compose service, with the room's labels beside compose's.
+    let labels = inspect(&room, "{{json .Config.Labels}}");
+    assert_eq!(labels["com.docker.compose.project"], json!(ws.project()));
+    assert_eq!(labels["com.docker.compose.service"], "app");
+    assert_eq!(labels["devcontainer.local_folder"], json!(ws.folder()));
+    assert_eq!(labels["workroom.workspace_folder"], "/workspace");
+    assert_eq!(inspect(&room, "{{json .Path}}"), "/.workroom/bin/workroomd", "the daemon is the main process");
+    assert_eq!(inspect(&room, "{{json .HostConfig.Init}}"), true);
+    assert_eq!(inspect(&room, "{{json .HostConfig.RestartPolicy.Name}}"), "unless-stopped");
+    // Hooks ran, exec runs in the workspace folder with containerEnv as written.
+    assert_eq!(ws.exec_ok(&["sh", "-c", "pwd; cat /tmp/made; echo \"$GREETING\""]), "/workspace\nmade\nhi $HOME\n");
+    // The sibling, by its service name.
+    let fetch = "import urllib.request; print(urllib.request.urlopen('http://db:8080/hostname').status)";
+    assert_eq!(ws.exec_ok(&["python3", "-c", fetch]), "200\n");
+    // `list` shows the room with its project.
+    let listed: Value = serde_json::from_str(&stdout(&run_workroom(&["list", "--json"]))).unwrap();
+    let ours = listed.as_array().unwrap().iter().find(|r| r["name"] == json!(room)).expect("listed");
+    assert_eq!(ours["compose_project"], json!(ws.project()));
+    // workroom's override is in its state folder, never in the repository.
+    assert!(override_folder().join(format!("{room}.yml")).is_file());
+    let files: Vec<_> =
+        std::fs::read_dir(ws.path().join(".devcontainer")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files.len(), 2, "only the user's files: {files:?}");
+}
+
+#[test]
+fn run_services_start_the_named_services_and_the_room_only() {
+    let extra = "  extra:\n    image: workroom-fixture/busybox:1\n    command: [\"sleep\", \"600\"]\n    labels: [\"workroom.test=1\"]\n";
+    let ws = ComposeWs::new(config(json!({ "runServices": ["db"] })), &format!("{APP}{DB}{extra}"));
+    ws.up();
+    let mut running = ws.containers();
+    running.sort();
+    assert_eq!(running, vec!["app running", "db running"], "extra is neither created nor started");
+}
+
+#[test]
+fn a_second_up_takes_the_fast_path_without_running_compose() {
+    let ws = ComposeWs::new(config(json!({})), APP);
+    ws.up();
+    // A docker-compose first on PATH that records being run.
+    let bin = tempfile::tempdir().unwrap();
+    let marker = bin.path().join("ran");
+    let fake = bin.path().join("docker-compose");
+    std::fs::write(&fake, format!("#!/bin/sh\ntouch {}\nexec /usr/bin/docker-compose \"$@\"\n", marker.display()))
+        .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap());
+    let mut ws = ws;
+    ws.env = vec![("PATH".into(), path)];
+    let started = std::time::Instant::now();
+    let out = ws.up();
+    assert!(stderr(&out).contains("is up"), "{}", stderr(&out));
+    assert!(!marker.exists(), "the second up ran compose (in {:?})", started.elapsed());
+}
+
+#[test]
+fn stop_compose_stops_the_project_and_down_volumes_leaves_nothing_of_it() {
+    let app = APP.replace("[\"..:/workspace\"]", "[\"..:/workspace\", \"data:/data\"]");
+    let with_volume = format!("{app}{DB}volumes:\n  data: {{}}\n");
+    let ws = ComposeWs::new(
+        config(json!({ "shutdownAction": "stopCompose", "mounts": ["type=volume,source=cache,target=/cache"] })),
+        &with_volume,
+    );
+    ws.up();
+    let (networks, volumes) = ws.networks_and_volumes();
+    assert!(!networks.is_empty(), "compose made the project's network");
+    assert_eq!(volumes.lines().count(), 2, "the file's volume and the config's mount: {volumes}");
+    let out = ws.workroom(&["stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut states = ws.containers();
+    states.sort();
+    assert_eq!(states, vec!["app exited", "db exited"]);
+    // `up` starts the project again.
+    ws.up();
+    let mut states = ws.containers();
+    states.sort();
+    assert_eq!(states, vec!["app running", "db running"]);
+    let out = ws.workroom(&["down", "--volumes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert_eq!(ws.networks_and_volumes(), (String::new(), String::new()));
+    assert!(!override_folder().join(format!("{}.yml", ws.room_name())).exists(), "the override goes with the room");
+}
+
+#[test]
+fn shutdown_action_none_stops_and_removes_the_room_alone() {
+    let ws = ComposeWs::new(config(json!({ "shutdownAction": "none" })), &format!("{APP}{DB}"));
+    ws.up();
+    let out = ws.workroom(&["stop"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut states = ws.containers();
+    states.sort();
+    assert_eq!(states, vec!["app exited", "db running"]);
+    let out = ws.workroom(&["down"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ws.containers(), vec!["db running"]);
+}
+
+#[test]
+fn a_service_built_from_a_dockerfile_is_the_room() {
+    let ws = ComposeWs::with_files(
+        config(json!({})),
+        &[
+            (
+                "docker-compose.yml",
+                "services:\n  app:\n    build: .\n    volumes: [\"..:/workspace\"]\n    labels: [\"workroom.test=1\"]\n",
+            ),
+            ("Dockerfile", "FROM workroom-fixture/debian:bookworm\nRUN echo built > /built\n"),
+        ],
+    );
+    ws.up();
+    assert_eq!(ws.exec_ok(&["cat", "/built"]), "built\n");
+    let image = inspect(&ws.room_name(), "{{json .Config.Image}}");
+    assert_eq!(image, json!(format!("{}_app", ws.project())), "compose 1 names the built image");
+}
+
+#[test]
+fn a_refused_up_leaves_no_container_network_or_volume_of_the_project() {
+    // The sibling's image is nowhere (no registry): compose's `up` fails
+    // after it made the network, the volume and the room's container.
+    let missing = "  db:\n    image: workroom-fixture/not-there:1\n    labels: [\"workroom.test=1\"]\n    volumes: [\"data:/data\"]\nvolumes:\n  data: {}\n";
+    let ws = ComposeWs::new(config(json!({})), &format!("{APP}{missing}"));
+    let out = ws.workroom(&["up"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let last = stderr(&out).trim_end().lines().last().unwrap_or_default().to_string();
+    assert!(last.starts_with("workroom: ") && last.contains("was not made"), "{last}");
+    assert_eq!(ws.containers(), Vec::<String>::new());
+    assert_eq!(ws.networks_and_volumes(), (String::new(), String::new()));
+}
+
+#[test]
+fn a_service_not_in_the_file_is_refused_listing_those_that_are() {
+    let ws = ComposeWs::new(config(json!({ "service": "web" })), &format!("{APP}{DB}"));
+    let out = ws.workroom(&["up"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    assert!(
+        said.contains("`service` names \"web\", which is not a service of ")
+            && said.ends_with("its services: app, db\n"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_file_compose_refuses_is_said_in_its_first_error_line() {
+    let ws = ComposeWs::new(config(json!({})), &format!("{APP}    bogus: 1\n"));
+    let out = ws.workroom(&["up"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
+    assert!(said.contains("docker-compose.yml: compose refuses it: ") && said.contains("'bogus'"), "{said}");
+}
+
+#[test]
+fn no_compose_program_says_which_package_provides_it() {
+    let mut ws = ComposeWs::new(config(json!({})), APP);
+    let empty = tempfile::tempdir().unwrap();
+    ws.env = vec![("PATH".into(), empty.path().display().to_string())];
+    let out = ws.workroom(&["up"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no compose program") && stderr(&out).contains("docker-compose package"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(ws.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn a_compose_room_joins_the_peers_and_down_volumes_keeps_their_socket_volume() {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let scope = format!("tcompose{}{nanos:x}", std::process::id());
+    let registry = tempfile::Builder::new().prefix("wr-compose-reg-").tempdir().unwrap();
+    let mut ws = ComposeWs::new(config(json!({})), APP);
+    let settings = format!("peer_messaging = true\npeer_registry = {:?}\n", registry.path().display().to_string());
+    std::fs::write(ws.path().join(".workroom.toml"), settings).unwrap();
+    ws.peer = true;
+    ws.env = vec![("WORKROOM_SCOPE".into(), scope.clone())];
+    struct Scope(String);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            let filter = format!("label=workroom.scope={}", self.0);
+            for id in String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).split_whitespace() {
+                remove_container(id);
+            }
+            let _ = docker(&["volume", "rm", "-f", &format!("workroom-peer-socks-{}", self.0)]);
+        }
+    }
+    let _scope = Scope(scope.clone());
+    ws.up();
+    let anchor = docker_ok(&["inspect", &format!("workroom-peer-anchor-{scope}"), "--format", "{{.Id}}"]);
+    assert_eq!(inspect(&ws.room_name(), "{{json .HostConfig.PidMode}}"), json!(format!("container:{anchor}")));
+    // PID 1 is the anchor's reaper; the socket folder is the shared volume.
+    assert_eq!(ws.exec_ok(&["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]), "/.workroom/bin/workroomd anchor ");
+    assert_eq!(ws.exec_ok(&["stat", "-c", "%a", "/tmp/cc-socks"]), "700\n");
+    let out = ws.workroom(&["down", "--volumes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let volume = format!("workroom-peer-socks-{scope}");
+    assert!(docker(&["volume", "inspect", &volume]).status.success(), "the peers' volume is not the project's");
+}
+
+// ---------------------------------------------------------------------------
+// the reference CLI, side by side
+
+fn node(js: &Path, args: &[&str]) -> (Output, Value) {
+    let mut cmd = Command::new("node");
+    cmd.arg(js).args(args);
+    let out = output_within(cmd, None);
+    let last = stdout(&out).lines().last().unwrap_or_default().to_string();
+    let value = serde_json::from_str(&last).unwrap_or(Value::Null);
+    (out, value)
+}
+
+#[test]
+fn the_reference_cli_exec_finds_the_compose_room() {
+    let ws = ComposeWs::new(config(json!({ "postCreateCommand": "echo made > /tmp/made" })), APP);
+    ws.up();
+    let (_unpacked, js) = reference_cli();
+    let (out, _) = node(&js, &["exec", "--workspace-folder", &ws.folder(), "cat", "/tmp/made"]);
+    assert!(out.status.success(), "reference exec: {}", stderr(&out));
+    assert_eq!(stdout(&out), "made\n");
+}
+
+/// What the two sides are compared on: the labels both write, the env, the
+/// remote user and the workspace folder.
+fn service_container_facts(container: &str) -> Value {
+    let labels = inspect(container, "{{json .Config.Labels}}");
+    let keep = [
+        "com.docker.compose.project",
+        "com.docker.compose.service",
+        "devcontainer.local_folder",
+        "devcontainer.config_file",
+        "workroom.test",
+    ];
+    let mut facts: serde_json::Map<String, Value> = keep.iter().map(|k| (k.to_string(), labels[*k].clone())).collect();
+    let metadata: Value = serde_json::from_str(labels["devcontainer.metadata"].as_str().unwrap()).unwrap();
+    facts.insert("metadata".into(), metadata);
+    let mut env: Vec<Value> = inspect(container, "{{json .Config.Env}}").as_array().unwrap().clone();
+    env.sort_by_key(|v| v.to_string());
+    facts.insert("env".into(), Value::Array(env));
+    Value::Object(facts)
+}
+
+#[test]
+fn the_reference_and_workroom_make_the_same_service_container() {
+    let ws = ComposeWs::new(
+        config(json!({ "containerEnv": { "GREETING": "hi $HOME", "N": "1" }, "remoteUser": "root" })),
+        &format!("{APP}{DB}"),
+    );
+    let (_unpacked, js) = reference_cli();
+    let (out, up) = node(&js, &["up", "--workspace-folder", &ws.folder()]);
+    assert_eq!(up["outcome"], "success", "reference up: {}\n{}", stdout(&out), stderr(&out));
+    let theirs = service_container_facts(up["containerId"].as_str().unwrap());
+    let (their_user, their_folder) = (up["remoteUser"].clone(), up["remoteWorkspaceFolder"].clone());
+    // The same project on the same files: the reference's goes first.
+    let filter = format!("label=com.docker.compose.project={}", ws.project());
+    for id in docker_ok(&["ps", "-aq", "--filter", &filter]).split_whitespace() {
+        remove_container(id);
+    }
+
+    let out = ws.workroom(&["up", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ours_up: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let ours = service_container_facts(&ws.room_name());
+    assert_eq!(ours, theirs);
+    assert_eq!((&ours_up["remoteUser"], &ours_up["remoteWorkspaceFolder"]), (&their_user, &their_folder));
+    assert_eq!(their_folder, "/workspace");
+}
+
+#[test]
+fn a_local_feature_extends_the_service_image_and_the_override_names_the_derived_image() {
+    let feature_json = r#"{ "id": "hello", "version": "1.0.0", "name": "Hello",
+        "options": { "greeting": { "type": "string", "default": "hi" } },
+        "containerEnv": { "WR_HELLO": "from-feature" } }"#;
+    let install = "#!/bin/sh\nset -e\necho \"$GREETING\" > /etc/wr-hello\n";
+    let ws = ComposeWs::with_files(
+        config(json!({ "features": { "./hello": { "greeting": "hey" } } })),
+        &[
+            ("docker-compose.yml", &format!("services:\n{APP}{DB}")),
+            ("hello/devcontainer-feature.json", feature_json),
+            ("hello/install.sh", install),
+        ],
+    );
+    let out = ws.up();
+    let room = ws.room_name();
+    // The service runs the derived image, not the one the compose file names.
+    let image = inspect(&room, "{{json .Config.Image}}");
+    let image = image.as_str().unwrap().to_string();
+    assert!(image.starts_with("workroom-features:"), "the derived image: {image}; up said {}", stderr(&out));
+    assert_eq!(ws.exec_ok(&["sh", "-c", "cat /etc/wr-hello; echo \"$WR_HELLO\""]), "hey\nfrom-feature\n");
+    // Still the compose service, its sibling beside it.
+    assert_eq!(inspect(&room, "{{json .Config.Labels}}")["com.docker.compose.service"], "app");
+    let fetch = "import urllib.request; print(urllib.request.urlopen('http://db:8080/hostname').status)";
+    assert_eq!(ws.exec_ok(&["python3", "-c", fetch]), "200\n");
+    let down = ws.workroom(&["down"]);
+    assert!(down.status.success(), "down: {}", stderr(&down));
+    let _ = docker(&["rmi", &image]);
+}
