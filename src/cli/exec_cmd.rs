@@ -13,7 +13,7 @@ use crate::config::{self, LoadRequest};
 use crate::engine::{Engine, ExecSpec};
 use crate::plan::labels;
 use crate::room::hooks::HookContext;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Exit status for failures of workroom or the engine, as `docker exec` uses.
@@ -51,6 +51,10 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
     ctx.env.extend(crate::forward::room_env(&name));
+    if tty {
+        // One TERM for panes and `exec -t`: this terminal's (docker would say `xterm`).
+        ctx.env = super::shell_cmd::terminal_env(std::mem::take(&mut ctx.env), |n| std::env::var(n).ok());
+    }
     let spec = ExecSpec {
         argv,
         user: Some(user),
@@ -61,9 +65,9 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         detach_keys: None,
     };
     let id = c.id.clone().unwrap_or(name);
-    let terminal = if tty { RawTerminal::enter() } else { None };
+    let terminal = if tty { workroomd::tty::RawMode::enter() } else { None };
     let mut stream = engine.exec(&id, &spec).await?;
-    if let (true, Some((rows, cols))) = (tty, terminal_size()) {
+    if let (true, Some((rows, cols))) = (tty, workroomd::tty::terminal_size(std::io::stdout())) {
         let _ = engine.resize_exec(&stream.id, rows, cols).await;
     }
     let mut stderr_rx = stream.output.take_stderr();
@@ -93,7 +97,7 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
                 return;
             };
             while winch.recv().await.is_some() {
-                if let Some((rows, cols)) = terminal_size() {
+                if let Some((rows, cols)) = workroomd::tty::terminal_size(std::io::stdout()) {
                     let _ = engine.resize_exec(&exec_id, rows, cols).await;
                 }
             }
@@ -180,39 +184,6 @@ fn engine_exec_failure(code: i32, said: &str) -> Option<i32> {
     }
     let not_found = ["executable file not found", "no such file or directory"].iter().any(|m| said.contains(m));
     Some(if not_found { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
-}
-
-fn terminal_size() -> Option<(u16, u16)> {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we pass.
-    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
-}
-
-/// The host terminal in raw mode, restored when dropped (every exit path).
-pub struct RawTerminal {
-    saved: nix::sys::termios::Termios,
-}
-
-impl RawTerminal {
-    pub fn enter() -> Option<RawTerminal> {
-        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
-        let stdin = std::io::stdin();
-        if !stdin.is_terminal() {
-            return None;
-        }
-        let saved = tcgetattr(&stdin).ok()?;
-        let mut raw = saved.clone();
-        cfmakeraw(&mut raw);
-        tcsetattr(&stdin, SetArg::TCSANOW, &raw).ok()?;
-        Some(RawTerminal { saved })
-    }
-}
-
-impl Drop for RawTerminal {
-    fn drop(&mut self) {
-        let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, &self.saved);
-    }
 }
 
 #[cfg(test)]

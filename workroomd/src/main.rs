@@ -2,7 +2,7 @@
 //! (busybox-only, alpine, distroless) with no libc, no NSS and no shell.
 //!
 //! Subcommands:
-//! - `serve [--program ARGV_JSON]`: the room's main process (under Docker's init).
+//! - `serve [--program-user U] [-- ARGV]`: the room's main process (under Docker's init).
 //! - `relay`: stdio ⇄ the daemon socket, for `docker exec -i`.
 //! - `anchor`: PID 1 of the peer anchor; reaps zombies.
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
@@ -19,6 +19,7 @@ mod credentials;
 mod forward;
 mod handoff;
 mod jobs;
+mod locale;
 mod pane;
 mod panes;
 mod relay;

@@ -73,20 +73,20 @@ async fn serve(options: Options) -> i32 {
             }
         },
     };
-    crate::handoff::set_listener_fd(std::os::fd::AsRawFd::as_raw_fd(&listener));
     let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
+    let _ = state.listener_fd.set(std::os::fd::AsRawFd::as_raw_fd(&listener));
     eprintln!("workroomd {} serving (boot {})", workroomd::VERSION, state.boot_id);
     match inherited {
         // A hand-off: the panes and the program run on; adopt them.
         Some(inherited) => crate::handoff::restore(inherited, &state),
         None => {
-            crate::panes::load_ended(&state.boot_id, state.started_at_unix_ms);
+            state.panes.load_ended(&state.boot_id, state.started_at_unix_ms);
             if !options.program.is_empty() {
                 tokio::spawn(supervise(state.clone(), options));
             }
         }
     }
-    tokio::spawn(crate::panes::keep_screens(state.boot_id.clone()));
+    tokio::spawn(crate::panes::keep_screens(state.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
         tokio::select! {
@@ -129,19 +129,21 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
     // `up` that was killed has nobody to report to, and the next `up` runs
     // it again (its claim is abandoned), so a survivor would run beside it.
     let (gone, host_gone) = tokio::sync::watch::channel(false);
+    let conn = state.next_conn();
     while let Some((request, handle)) = link.accept().await {
         // The offer needs the link itself: the daemon opens streams back.
         if let Request::OfferCredentials { user, ssh_agent, git_credentials } = request {
             tokio::spawn(crate::credentials::offer(link.clone(), handle, user, ssh_agent, git_credentials));
             continue;
         }
-        tokio::spawn(handle_request(state.clone(), request, handle, host_gone.clone()));
+        tokio::spawn(handle_request(state.clone(), conn, request, handle, host_gone.clone()));
     }
     let _ = gone.send(true);
 }
 
 async fn handle_request(
     state: Arc<State>,
+    conn: u64,
     request: Request,
     handle: StreamHandle,
     host_gone: tokio::sync::watch::Receiver<bool>,
@@ -172,11 +174,15 @@ async fn handle_request(
         Request::SshAgent | Request::GitCredential { .. } => {
             handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
         }
-        Request::OpenPane(pane) => crate::panes::open(&handle, pane).await,
-        Request::Attach { pane, rows, cols } => crate::panes::attach(&handle, &pane, rows, cols).await,
-        Request::ResizePane { pane, rows, cols } => crate::panes::resize(&handle, &pane, rows, cols).await,
-        Request::ListPanes => crate::panes::list(&handle).await,
-        Request::KillPane { pane } => crate::panes::kill(&handle, &pane).await,
+        Request::OpenPane(pane) => crate::panes::open(&state, &handle, pane).await,
+        Request::Attach { pane, rows, cols, history } => {
+            crate::panes::attach(&state, &handle, conn, &pane, (rows, cols), history).await
+        }
+        Request::ResizePane { pane, rows, cols } => crate::panes::resize(&state, &handle, conn, &pane, rows, cols).await,
+        Request::ListPanes => crate::panes::list(&state, &handle).await,
+        Request::KillPane { pane } => crate::panes::kill(&state, &handle, &pane).await,
+        Request::CapturePane(capture) => crate::panes::capture(&state, &handle, capture).await,
+        Request::TypeIn { pane, text } => crate::panes::type_in(&state, &handle, &pane, text).await,
         Request::HandOff { binary, force, dry_run } => {
             crate::handoff::handle(&handle, &state, &binary, force, dry_run).await
         }
@@ -205,11 +211,11 @@ async fn run_command(
 ) -> Result<(), workroomd::proto::StreamError> {
     let user = match run.user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
-        Err(e) => return handle.reply(Response::error(format!("user {}: {e}", run.user.unwrap_or_default()))).await,
+        Err(e) => return handle.reply(Response::failed(&e)).await,
     };
     let mut cmd = match spawn::command(&run.argv, user.as_ref(), &run.env, run.cwd.as_deref(), run.login_shell) {
         Ok(c) => c,
-        Err(e) => return handle.reply(Response::error(e)).await,
+        Err(e) => return handle.reply(Response::failed(&e)).await,
     };
     cmd.stdin(if run.stdin { std::process::Stdio::piped() } else { std::process::Stdio::null() })
         .stdout(std::process::Stdio::piped())
@@ -300,8 +306,7 @@ async fn run_command(
 /// own (see `spawn::command`), so `sh -c "a; b"` does not leave `b` behind.
 fn kill_group(child: &mut tokio::process::Child) {
     if let Some(pid) = child.id() {
-        // SAFETY: kill(2) with a negative pid signals that process group.
-        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
     }
     let _ = child.start_kill();
 }
@@ -312,14 +317,16 @@ async fn supervise(state: Arc<State>, options: Options) {
     let user = match options.program_user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
         Err(e) => {
-            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e };
+            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e.to_string() };
             return;
         }
     };
     let env = std::collections::BTreeMap::new();
-    let spawned = spawn::command(&options.program, user.as_ref(), &env, Some("/"), false).and_then(|mut c| {
-        c.stdin(std::process::Stdio::null()).spawn().map_err(|e| format!("cannot run {}: {e}", options.program[0]))
-    });
+    let spawned = spawn::command(&options.program, user.as_ref(), &env, Some("/"), false)
+        .map_err(|e| e.to_string())
+        .and_then(|mut c| {
+            c.stdin(std::process::Stdio::null()).spawn().map_err(|e| format!("cannot run {}: {e}", options.program[0]))
+        });
     let mut child = match spawned {
         Ok(c) => c,
         Err(message) => {

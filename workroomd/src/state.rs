@@ -1,17 +1,28 @@
-//! What the daemon knows of its room: identity, the supervised program and
-//! the lifecycle markers. Markers persist in the container's filesystem, so a
+//! What the daemon knows of its room: identity, the supervised program,
+//! the lifecycle markers, its panes and its listening socket. One `State`
+//! is made at start and passed to every task (as mini-redis passes its
+//! `Db`); nothing of it is a process static.
+//!
+//! Markers Markers persist in the container's filesystem, so a
 //! container restart (new daemon process) still knows which once-only hooks
 //! ran; they are written atomically (temp file + rename).
 
+use crate::panes::Panes;
 use std::collections::BTreeMap;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use workroomd::proto::{DaemonStatus, ProgramStatus};
 
 pub struct State {
     pub boot_id: String,
     pub started_at_unix_ms: u64,
     pub program: Mutex<ProgramStatus>,
+    pub panes: Arc<Panes>,
+    /// The listening socket's fd, for a hand-off to pass on.
+    pub listener_fd: OnceLock<RawFd>,
+    next_conn: AtomicU64,
     markers: Mutex<BTreeMap<String, String>>,
     markers_file: PathBuf,
 }
@@ -29,6 +40,9 @@ impl State {
             boot_id,
             started_at_unix_ms,
             program: Mutex::new(ProgramStatus::NotConfigured),
+            panes: Arc::default(),
+            listener_fd: OnceLock::new(),
+            next_conn: AtomicU64::new(1),
             markers: Mutex::new(markers),
             markers_file,
         }
@@ -43,6 +57,11 @@ impl State {
             pid: std::process::id(),
             program: self.program.lock().expect("program lock").clone(),
         }
+    }
+
+    /// A number for a new connection: a pane's client is known by it.
+    pub fn next_conn(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn markers(&self) -> BTreeMap<String, String> {

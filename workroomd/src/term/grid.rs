@@ -125,6 +125,7 @@ impl Row {
     }
 
     /// The row's cells as written (possibly shorter than the screen).
+    #[cfg(test)]
     pub fn cells(&self) -> &[Cell] {
         &self.cells
     }
