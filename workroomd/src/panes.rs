@@ -190,7 +190,8 @@ fn replaced_preamble(name: &str, ended: &EndedPane) -> Vec<u8> {
         out.extend_from_slice(screen.as_bytes());
         out.extend_from_slice(b"\x1b[0m\r\n");
     }
-    out.extend_from_slice(format!("\x1b[2m── {}; a new pane {name} starts ──\x1b[0m\r\n", ended.message).as_bytes());
+    // Two short lines rather than one that a narrow window would wrap.
+    out.extend_from_slice(format!("\x1b[2m── {} ──\r\n── a new pane {name} starts ──\x1b[0m\r\n", ended.message).as_bytes());
     out
 }
 
@@ -430,7 +431,10 @@ mod tests {
         let ended = EndedPane { message: "pane main ended when the room restarted at X".into(), screen: Some("$ ls".into()) };
         let mut term = workroomd::term::Terminal::new(5, 80, Limits::default());
         term.feed(&replaced_preamble("main", &ended));
-        assert_eq!(term.text(), "$ ls\n── pane main ended when the room restarted at X; a new pane main starts ──\n");
-        assert_eq!(term.cursor(), (2, 0));
+        assert_eq!(
+            term.text(),
+            "$ ls\n── pane main ended when the room restarted at X ──\n── a new pane main starts ──\n"
+        );
+        assert_eq!(term.cursor(), (3, 0));
     }
 }
