@@ -1,6 +1,6 @@
 //! The host's terminal on a pane: this terminal raw, the pane's stream on
 //! the room's link (one `docker exec -i ... workroomd relay`, the same road
-//! as every other request; docs/adr/0006), typed bytes in, resizes as
+//! as every other request; docs/adr/0007), typed bytes in, resizes as
 //! requests on the same link.
 //!
 //! How it ends:

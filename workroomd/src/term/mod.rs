@@ -7,7 +7,7 @@
 //!
 //! The parser is `vte` (alacritty's); the model is ours because the screen
 //! model before it (the `vt100` crate) kept 36 bytes a cell, history
-//! included, and could not hand rows to a compact history (docs/adr/0006).
+//! included, and could not hand rows to a compact history (docs/adr/0007).
 //!
 //! # Layout
 //! - `grid`: cells, rows, and a row written out as text with SGR.
