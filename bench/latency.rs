@@ -3,11 +3,13 @@
 //! times are taken on the master.
 //!
 //! usage:
-//!   pane-latency prompt RUNS PATTERN -- CMD...   time from start to PATTERN (`{i}` in CMD is the run)
-//!   pane-latency echo RUNS PATTERN -- CMD...     once PATTERN shows, time each typed key to its echo
+//!   pane-latency prompt RUNS PATTERN -- A... -- B...   time from start to PATTERN (`{i}` in a command is the run)
+//!   pane-latency echo RUNS PATTERN -- A... -- B...     once PATTERN shows, time each typed key to its echo
 //!
-//! Prints the median in seconds. `prompt` ends each run by killing the
-//! program; `echo` types a letter and erases it RUNS times in one session.
+//! Commands A and B are measured in turns (A, B, A, B, ...), so a change of
+//! load on a shared machine weighs on both alike. Prints the two medians in
+//! seconds. `prompt` ends each run by killing the program; `echo` types a
+//! letter and erases it RUNS times in one session of each.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -94,34 +96,42 @@ fn median(mut times: Vec<f64>) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let split = args.iter().position(|a| a == "--").expect("-- CMD...");
     let (mode, runs, pattern) = (&args[1], args[2].parse::<usize>().expect("RUNS"), args[3].as_bytes());
-    let command = &args[split + 1..];
-    let mut times = Vec::new();
+    let mut commands = args[4..].split(|a| a == "--").filter(|c| !c.is_empty());
+    let (a, b) = (commands.next().expect("-- A..."), commands.next().expect("-- B..."));
+    let mut times = [Vec::new(), Vec::new()];
     match mode.as_str() {
         "prompt" => {
             for i in 0..runs {
-                let argv: Vec<String> = command.iter().map(|a| a.replace("{i}", &i.to_string())).collect();
-                let started = Instant::now();
-                let mut session = Session::start(&argv);
-                session.wait_for(pattern, 0);
-                times.push(started.elapsed().as_secs_f64());
+                for (n, command) in [a, b].iter().enumerate() {
+                    let argv: Vec<String> = command.iter().map(|a| a.replace("{i}", &i.to_string())).collect();
+                    let started = Instant::now();
+                    let mut session = Session::start(&argv);
+                    session.wait_for(pattern, 0);
+                    times[n].push(started.elapsed().as_secs_f64());
+                }
             }
         }
         "echo" => {
-            let mut session = Session::start(command);
-            let mut at = session.wait_for(pattern, 0);
+            let mut sessions = [Session::start(a), Session::start(b)];
+            let mut at = [0, 0];
+            for (n, session) in sessions.iter_mut().enumerate() {
+                at[n] = session.wait_for(pattern, 0);
+            }
             for _ in 0..runs {
-                let started = Instant::now();
-                session.master.write_all(b"x").unwrap();
-                at = session.wait_for(b"x", at);
-                times.push(started.elapsed().as_secs_f64());
-                // Erased again, so the line never grows (and never wraps).
-                session.master.write_all(b"\x7f").unwrap();
-                at = session.wait_for(b"\x08", at);
+                for (n, session) in sessions.iter_mut().enumerate() {
+                    let started = Instant::now();
+                    session.master.write_all(b"x").unwrap();
+                    at[n] = session.wait_for(b"x", at[n]);
+                    times[n].push(started.elapsed().as_secs_f64());
+                    // Erased again, so the line never grows (and never wraps).
+                    session.master.write_all(b"\x7f").unwrap();
+                    at[n] = session.wait_for(b"\x08", at[n]);
+                }
             }
         }
         other => panic!("mode {other}: prompt or echo"),
     }
-    println!("{}", median(times));
+    let [ta, tb] = times;
+    println!("{} {}", median(ta), median(tb));
 }

@@ -16,7 +16,6 @@
 use crate::engine::Engine;
 use crate::link::RoomLink;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use workroomd::proto::{Event, Request, Response};
 use workroomd::tty::{self, DetachMatcher, RawMode};
@@ -124,7 +123,6 @@ async fn session(
         Ok(other) => return End::Failed(format!("the daemon answered {other:?} to attaching pane {pane}")),
         Err(_) => return End::Lost,
     }
-    let mut out = tokio::io::stdout();
     let mut exit = None;
     loop {
         tokio::select! {
@@ -132,7 +130,7 @@ async fn session(
                 Some(Event::Data(bytes)) => {
                     // Waiting on a slow terminal is the backpressure: the
                     // link's window fills, then the pane's bound for us.
-                    if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
+                    if tty::write_stdout(&bytes).is_err() {
                         return End::Failed("cannot write to this terminal".into());
                     }
                 }

@@ -17,6 +17,28 @@ pub fn terminal_size(fd: impl AsFd) -> Option<(u16, u16)> {
     (ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
 }
 
+/// Writes all of `bytes` to stdout with plain `write(2)`s, no buffer and no
+/// thread between: a keystroke's echo reaches the terminal one syscall after
+/// it arrives. A terminal that does not read blocks the caller, which is
+/// the backpressure a slow terminal should apply.
+pub fn write_stdout(mut bytes: &[u8]) -> std::io::Result<()> {
+    let stdout = rustix::stdio::stdout();
+    while !bytes.is_empty() {
+        match rustix::io::write(stdout, bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                // Someone made our terminal non-blocking: wait until it takes more.
+                let mut fds = [rustix::event::PollFd::new(&stdout, rustix::event::PollFlags::OUT)];
+                let _ = rustix::event::poll(&mut fds, None);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// The terminal on stdin in raw mode; restored when dropped (every way
 /// out, a panic's unwinding included).
 pub struct RawMode {
