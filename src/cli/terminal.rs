@@ -15,7 +15,9 @@
 
 use crate::engine::Engine;
 use crate::link::RoomLink;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 use workroomd::proto::{Event, Request, Response};
 use workroomd::tty::{self, DetachMatcher, RawMode};
@@ -60,19 +62,7 @@ enum End {
 /// the user detaches; returns the status `shell` exits with.
 pub async fn attach(target: Target<'_>, mut link: RoomLink) -> anyhow::Result<i32> {
     let raw = RawMode::enter();
-    // A plain thread, not tokio's stdin: tokio's blocking read would keep
-    // the runtime from shutting down after the pane ends or detaches, until
-    // the user pressed one more key.
-    let (typed_tx, mut typed) = mpsc::channel::<Vec<u8>>(16);
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = vec![0u8; 16 * 1024];
-        while let Ok(n) = std::io::Read::read(&mut stdin, &mut buf) {
-            if n == 0 || typed_tx.blocking_send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
+    let mut typed = Keys::open();
     let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
     let mut matcher = DetachMatcher::new(target.detach_keys.clone());
     let mut history = true;
@@ -108,7 +98,7 @@ async fn session(
     link: &RoomLink,
     pane: &str,
     history: bool,
-    typed: &mut mpsc::Receiver<Vec<u8>>,
+    typed: &mut Keys,
     winch: &mut Option<tokio::signal::unix::Signal>,
     matcher: &mut DetachMatcher,
 ) -> End {
@@ -139,7 +129,7 @@ async fn session(
                 Some(Event::Stderr(_)) => {}
                 Some(Event::Reset(_)) | None => return End::Lost,
             },
-            bytes = typed.recv() => match bytes {
+            bytes = typed.next() => match bytes {
                 Some(bytes) => {
                     let (send, detach) = matcher.feed(&bytes);
                     if !send.is_empty() && handle.send_data(&send).await.is_err() {
@@ -161,6 +151,57 @@ async fn session(
                     let _ = link.link().request(Request::ResizePane { pane: pane.into(), rows, cols }).await;
                 }
             }
+        }
+    }
+}
+
+/// What the user types.
+enum Keys {
+    /// The terminal read by the runtime itself (see `tty::reopen_terminal`).
+    Terminal(AsyncFd<OwnedFd>, Vec<u8>),
+    /// Stdin read by a plain thread: not a terminal we could reopen. Not
+    /// tokio's stdin, whose blocking read would keep the runtime from
+    /// shutting down after the pane ends, until one more key.
+    Thread(mpsc::Receiver<Vec<u8>>),
+}
+
+/// Bytes of typed input read at once (a paste comes in pieces of this).
+const KEYS_CHUNK: usize = 16 * 1024;
+
+impl Keys {
+    fn open() -> Keys {
+        if let Some(tty) = tty::reopen_terminal() {
+            // SAFETY: the fd was just opened here and the AsyncFd owns it
+            // alone until it is dropped.
+            if let Ok(fd) = unsafe { AsyncFd::register(tty) } {
+                return Keys::Terminal(fd, vec![0; KEYS_CHUNK]);
+            }
+        }
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(16);
+        std::thread::spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = vec![0u8; KEYS_CHUNK];
+            while let Ok(n) = std::io::Read::read(&mut stdin, &mut buf) {
+                if n == 0 || tx.blocking_send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Keys::Thread(rx)
+    }
+
+    /// The next typed bytes; `None` once input ended. Cancel-safe.
+    async fn next(&mut self) -> Option<Vec<u8>> {
+        match self {
+            Keys::Thread(rx) => rx.recv().await,
+            Keys::Terminal(fd, buf) => loop {
+                let mut ready = fd.readable().await.ok()?;
+                match ready.try_io(|fd| nix::unistd::read(fd.get_ref(), &mut buf[..]).map_err(std::io::Error::from)) {
+                    Ok(Ok(0)) | Ok(Err(_)) => return None,
+                    Ok(Ok(n)) => return Some(buf[..n].to_vec()),
+                    Err(_would_block) => continue,
+                }
+            },
         }
     }
 }

@@ -12,7 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use workroomd::proto::{Event, ExitStatus, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle};
+use workroomd::proto::{
+    Event, ExitStatus, Hello, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle,
+};
 use workroomd::room;
 
 /// Output is read from a child in chunks of this size; each becomes one
@@ -118,13 +120,36 @@ fn bind(dir: &Path, socket: &Path) -> std::io::Result<UnixListener> {
 }
 
 async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
-    let link = match Link::handshake(stream, Role::Daemon).await {
-        Ok((link, _peer)) => link,
+    let ours = Hello::new(Role::Daemon);
+    let handshake = match crate::relay::accept(&stream).await {
+        // A relay's stdin and stdout carry the link; the socket stays open
+        // (the relay waits on it) until this function returns.
+        Ok(crate::relay::Accepted::Stdio { input, output }) => Link::handshake_with(input, output, ours).await,
+        Ok(crate::relay::Accepted::Socket { first }) => {
+            let (reader, writer) = stream.into_split();
+            let first = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(first.into_iter().collect::<Vec<u8>>()), reader);
+            let (link, _) = match Link::handshake_with(first, writer, ours).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("workroomd: refused a connection: {e}");
+                    return;
+                }
+            };
+            return serve_link(state, link).await;
+        }
         Err(e) => {
-            eprintln!("workroomd: refused a connection: {e}");
+            eprintln!("workroomd: a connection ended before it began: {e}");
             return;
         }
     };
+    match handshake {
+        Ok((link, _peer)) => serve_link(state, link).await,
+        Err(e) => eprintln!("workroomd: refused a connection: {e}"),
+    }
+    drop(stream);
+}
+
+async fn serve_link(state: Arc<State>, link: Link) {
     // Commands a host started end when that host goes away: a hook of an
     // `up` that was killed has nobody to report to, and the next `up` runs
     // it again (its claim is abandoned), so a survivor would run beside it.

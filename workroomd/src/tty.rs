@@ -17,6 +17,23 @@ pub fn terminal_size(fd: impl AsFd) -> Option<(u16, u16)> {
     (ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
 }
 
+/// The terminal on stdin opened anew (`/dev/tty`), non-blocking, when stdin
+/// is this process's controlling terminal. A new open has its own file
+/// status flags: making it non-blocking leaves the shell's own descriptor
+/// (shared with our stdin) as it was, so keys can be read by the async
+/// runtime itself, with no thread handing them over.
+pub fn reopen_terminal() -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{fstat, open, FileType, Mode, OFlags};
+    let stdin = fstat(rustix::stdio::stdin()).ok()?;
+    if FileType::from_raw_mode(stdin.st_mode) != FileType::CharacterDevice {
+        return None;
+    }
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let tty = open("/dev/tty", flags, Mode::empty()).ok()?;
+    let same = fstat(&tty).ok()?.st_rdev == stdin.st_rdev;
+    same.then_some(tty)
+}
+
 /// Writes all of `bytes` to stdout with plain `write(2)`s, no buffer and no
 /// thread between: a keystroke's echo reaches the terminal one syscall after
 /// it arrives. A terminal that does not read blocks the caller, which is
