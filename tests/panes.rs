@@ -397,3 +397,20 @@ fn a_pane_and_exec_t_get_the_clients_term_and_a_utf8_locale_the_image_has() {
     // whatever stdin is belongs to the exec issue.
     exec.expect("<screen-256color>", GUARD);
 }
+
+#[test]
+fn a_hand_off_under_an_attached_shell_reattaches_it_without_replaying_the_history() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"seq 1 60; echo $((3*3))before\r");
+    term.expect("9before", GUARD);
+    let handed = ws.workroom(&["hand-off", "--force"]);
+    assert!(handed.status.success(), "hand-off: {}", stderr(&handed));
+    // The same shell answers through a new link.
+    term.send(b"echo $((9*9))after\r");
+    term.expect("81after", GUARD);
+    let seen = numbers(&term.bytes());
+    assert_eq!(seen, (1..=60).collect::<Vec<u64>>(), "each line once: the history was not replayed again");
+    term.send(b"exit 4\r");
+    assert_eq!(term.wait(GUARD), 4);
+}

@@ -33,7 +33,10 @@ pub struct Terminal {
 /// What a paint is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Paint {
-    /// A client attaching: the history (when `history`), then the screen.
+    /// A client attaching: the history (when `history`), then the screen,
+    /// as lines from the client's cursor. Without the history the client
+    /// already shows this pane (a reattach after a hand-off): the screen is
+    /// painted in place, so its scrollback does not get the screen twice.
     Attach { history: bool },
     /// A client that fell behind its bound and was skipped `skipped`
     /// bytes: a marker line, then the screen.
@@ -112,12 +115,22 @@ impl Terminal {
             }
             Paint::Attach { history: false } => {}
         }
-        for (i, row) in s.normal.iter().enumerate() {
-            row.write(&mut out, true);
-            if i + 1 < s.normal.len() {
-                let full = row.wrapped && row.used() == usize::from(s.cols);
-                if !full {
-                    out.extend_from_slice(b"\r\n");
+        if how == (Paint::Attach { history: false }) {
+            out.extend_from_slice(b"\x1b[r\x1b[?6l\x1b[?1047l\x1b[H\x1b[2J");
+            for (r, row) in s.normal.iter().enumerate() {
+                if row.used() > 0 {
+                    cup(&mut out, r as u16, 0);
+                    row.write(&mut out, true);
+                }
+            }
+        } else {
+            for (i, row) in s.normal.iter().enumerate() {
+                row.write(&mut out, true);
+                if i + 1 < s.normal.len() {
+                    let full = row.wrapped && row.used() == usize::from(s.cols);
+                    if !full {
+                        out.extend_from_slice(b"\r\n");
+                    }
                 }
             }
         }
@@ -346,6 +359,17 @@ mod tests {
         assert!(!client.alternate_screen());
         assert!(client.text().ends_with("one\ntwo\n"), "{}", client.text());
         assert_eq!(client.cursor(), t.cursor());
+    }
+
+    #[test]
+    fn a_repaint_without_history_draws_the_screen_in_place_and_scrolls_nothing() {
+        let t = fed(6, 20, &seq(1, 20));
+        let mut client = fed(6, 20, &t.paint(Paint::Attach { history: true }));
+        let before = client.history_lines();
+        client.feed(b"\x1b[31mstale\x1b[3;3Hjunk");
+        client.feed(&t.paint(Paint::Attach { history: false }));
+        assert_eq!(client.history_lines(), before, "nothing scrolled into the history");
+        assert_eq!(state(&client), state(&t));
     }
 
     #[test]
