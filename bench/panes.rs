@@ -54,7 +54,12 @@ fn main() {
                 assert!(Instant::now() < deadline, "pane {i} did not show its screenful within {SCREEN_WAIT:?}");
                 let handle = link
                     .link()
-                    .open(Request::Attach { pane: format!("bench-{cols}x{rows}-{i}"), rows: 0, cols: 0, history: false })
+                    .open(Request::Attach {
+                        pane: format!("bench-{cols}x{rows}-{i}"),
+                        rows: 0,
+                        cols: 0,
+                        history: false,
+                    })
                     .await
                     .expect("attach");
                 assert_eq!(handle.recv_reply().await.expect("reply"), Response::Ready);

@@ -145,7 +145,10 @@ fn after_a_restart_reattaching_says_the_pane_ended_and_shows_its_last_screen() {
     screen.process(&after.bytes());
     let text = screen.screen().contents();
     let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} is not on screen:\n{text}"));
-    assert!(at("42lastscreen") < at("a new pane main starts") && at("a new pane main starts") < at("25fresh"), "{text}");
+    assert!(
+        at("42lastscreen") < at("a new pane main starts") && at("a new pane main starts") < at("25fresh"),
+        "{text}"
+    );
     after.send(b"exit\r");
     assert_eq!(after.wait(GUARD), 0);
 }
@@ -336,6 +339,9 @@ fn the_pane_takes_the_latest_clients_size_and_the_remaining_ones_when_it_leaves(
     small.expect("24 80", GUARD);
 }
 
+/// Runs `workroom ARGS` against a workspace's room, one way or another.
+type RunIn = dyn Fn(&Workspace, &[&str]) -> std::process::Output;
+
 #[test]
 fn capture_send_and_wait_drive_panes_in_two_rooms() {
     let rooms = [Workspace::image(BUSYBOX), Workspace::image(BUSYBOX)];
@@ -355,7 +361,7 @@ fn capture_send_and_wait_drive_panes_in_two_rooms() {
         all.splice(split..split, ["--room", name.as_str()]);
         run_workroom(&all)
     };
-    let ways: [&dyn Fn(&Workspace, &[&str]) -> std::process::Output; 2] = [&by_folder, &by_name];
+    let ways: [&RunIn; 2] = [&by_folder, &by_name];
     for (ws, run) in rooms.iter().zip(ways) {
         let sent = run(ws, &["send", "--keys", "--", "echo marker-$RANDOM", "Enter"]);
         assert!(sent.status.success(), "send: {}", stderr(&sent));
@@ -377,7 +383,10 @@ fn a_passwd_shell_missing_from_the_image_falls_back_to_sh_with_a_note() {
         "onCreateCommand": ["sh", "-c", "sed -i '1s|:/bin/sh$|:/bin/nonexistent|' /etc/passwd"],
     }));
     let mut term = shell(&ws, 24, 80);
-    term.expect("[workroom: /bin/nonexistent (the passwd shell of root) is not an executable file in the room; using /bin/sh]", GUARD);
+    term.expect(
+        "[workroom: /bin/nonexistent (the passwd shell of root) is not an executable file in the room; using /bin/sh]",
+        GUARD,
+    );
     term.send(b"echo $((2+2))sh\r");
     term.expect("4sh", GUARD);
 }

@@ -73,7 +73,9 @@ pub async fn attach(target: Target<'_>, mut link: RoomLink) -> anyhow::Result<i3
                     link = again;
                     history = false;
                 }
-                None => break Err(format!("pane {} ended: {} {}", target.pane, target.room, what_happened(&target).await)),
+                None => {
+                    break Err(format!("pane {} ended: {} {}", target.pane, target.room, what_happened(&target).await))
+                }
             },
             other => break Ok(other),
         }

@@ -32,11 +32,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, OnceLock};
-use workroomd::term::Limits;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use workroomd::proto::{HandOffOutcome, ProgramStatus, Response, StreamError, StreamHandle};
 use workroomd::room;
+use workroomd::term::Limits;
 
 /// Names the table file for the new daemon.
 pub const ENV: &str = "WORKROOMD_HANDOFF";

@@ -32,9 +32,8 @@ pub enum Libc {
 /// The image's C library, from the dynamic loaders it ships.
 pub fn image_libc() -> Libc {
     let found = |dir: &str, prefix: &str| {
-        std::fs::read_dir(dir).is_ok_and(|entries| {
-            entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix))
-        })
+        std::fs::read_dir(dir)
+            .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix)))
     };
     if found("/lib", "ld-musl-") {
         Libc::Musl

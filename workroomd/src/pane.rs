@@ -171,8 +171,7 @@ impl Pane {
         // Spawned by std, not tokio: the daemon reaps panes itself (waitpid
         // on the pid) so that a pane adopted after a hand-off, which tokio
         // never started, is reaped the same way.
-        let child =
-            std_cmd.spawn().map_err(|source| PaneError::Run { program: spec.argv[0].clone(), source })?;
+        let child = std_cmd.spawn().map_err(|source| PaneError::Run { program: spec.argv[0].clone(), source })?;
         drop(slave);
         let pid = child.id() as i32;
         drop(child);
@@ -511,7 +510,8 @@ fn open_pty(rows: u16, cols: u16) -> rustix::io::Result<(OwnedFd, OwnedFd)> {
             rustix::fs::open(name.as_c_str(), OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC, Mode::empty())?
         }
     };
-    set_winsize(&master, rows, cols).map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))?;
+    set_winsize(&master, rows, cols)
+        .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))?;
     Ok((master, slave))
 }
 

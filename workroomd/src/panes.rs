@@ -17,9 +17,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use workroomd::proto::{
-    CaptureRequest, EndedPane, Event, PaneInfo, PaneRequest, Response, StreamError, StreamHandle,
-};
+use workroomd::proto::{CaptureRequest, EndedPane, Event, PaneInfo, PaneRequest, Response, StreamError, StreamHandle};
 use workroomd::room;
 use workroomd::term::Limits;
 
@@ -191,7 +189,9 @@ fn replaced_preamble(name: &str, ended: &EndedPane) -> Vec<u8> {
         out.extend_from_slice(b"\x1b[0m\r\n");
     }
     // Two short lines rather than one that a narrow window would wrap.
-    out.extend_from_slice(format!("\x1b[2m── {} ──\r\n── a new pane {name} starts ──\x1b[0m\r\n", ended.message).as_bytes());
+    out.extend_from_slice(
+        format!("\x1b[2m── {} ──\r\n── a new pane {name} starts ──\x1b[0m\r\n", ended.message).as_bytes(),
+    );
     out
 }
 
@@ -222,8 +222,8 @@ fn open_pane(state: &State, request: PaneRequest) -> Result<Response, PanesError
         Some(_) => return Err(PanesError::EmptyCommand(name)),
         None => {
             let env_shell = env.get("SHELL").cloned().or_else(|| std::env::var("SHELL").ok());
-            let shell = spawn::pick_shell(Some(&user), env_shell.as_deref(), spawn::executable)
-                .map_err(|e| start(e.into()))?;
+            let shell =
+                spawn::pick_shell(Some(&user), env_shell.as_deref(), spawn::executable).map_err(|e| start(e.into()))?;
             if let Some(note) = &shell.note {
                 preamble.extend_from_slice(note.as_bytes());
                 preamble.extend_from_slice(b"\r\n");
@@ -428,7 +428,8 @@ mod tests {
 
     #[test]
     fn a_replacing_pane_shows_the_old_screen_above_a_separator() {
-        let ended = EndedPane { message: "pane main ended when the room restarted at X".into(), screen: Some("$ ls".into()) };
+        let ended =
+            EndedPane { message: "pane main ended when the room restarted at X".into(), screen: Some("$ ls".into()) };
         let mut term = workroomd::term::Terminal::new(5, 80, Limits::default());
         term.feed(&replaced_preamble("main", &ended));
         assert_eq!(

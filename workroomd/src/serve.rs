@@ -127,7 +127,8 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
         Ok(crate::relay::Accepted::Stdio { input, output }) => Link::handshake_with(input, output, ours).await,
         Ok(crate::relay::Accepted::Socket { first }) => {
             let (reader, writer) = stream.into_split();
-            let first = tokio::io::AsyncReadExt::chain(std::io::Cursor::new(first.into_iter().collect::<Vec<u8>>()), reader);
+            let first =
+                tokio::io::AsyncReadExt::chain(std::io::Cursor::new(first.into_iter().collect::<Vec<u8>>()), reader);
             let (link, _) = match Link::handshake_with(first, writer, ours).await {
                 Ok(l) => l,
                 Err(e) => {
@@ -203,7 +204,9 @@ async fn handle_request(
         Request::Attach { pane, rows, cols, history } => {
             crate::panes::attach(&state, &handle, conn, &pane, (rows, cols), history).await
         }
-        Request::ResizePane { pane, rows, cols } => crate::panes::resize(&state, &handle, conn, &pane, rows, cols).await,
+        Request::ResizePane { pane, rows, cols } => {
+            crate::panes::resize(&state, &handle, conn, &pane, rows, cols).await
+        }
         Request::ListPanes => crate::panes::list(&state, &handle).await,
         Request::KillPane { pane } => crate::panes::kill(&state, &handle, &pane).await,
         Request::CapturePane(capture) => crate::panes::capture(&state, &handle, capture).await,

@@ -158,7 +158,10 @@ mod tests {
         let shell = pick_shell(Some(&dev("/bin/nonexistent")), None, |p| p == "/bin/sh").unwrap();
         assert_eq!(shell.path, "/bin/sh");
         let note = shell.note.unwrap();
-        assert!(note.contains("/bin/nonexistent (the passwd shell of dev)") && note.contains("using /bin/sh"), "{note}");
+        assert!(
+            note.contains("/bin/nonexistent (the passwd shell of dev)") && note.contains("using /bin/sh"),
+            "{note}"
+        );
     }
 
     #[test]

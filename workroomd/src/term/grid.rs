@@ -116,7 +116,7 @@ pub struct Row {
     pub wrapped: bool,
     /// Zero-width characters (combining marks, variation selectors) after
     /// the character of a column; rare, so kept aside.
-    marks: Option<Box<Vec<(u16, String)>>>,
+    marks: Vec<(u16, String)>,
 }
 
 impl Row {
@@ -144,25 +144,21 @@ impl Row {
 
     /// Adds a zero-width character to the one at `col`.
     pub fn add_mark(&mut self, col: u16, c: char) {
-        let marks = self.marks.get_or_insert_with(Default::default);
-        match marks.iter_mut().find(|(at, _)| *at == col) {
+        match self.marks.iter_mut().find(|(at, _)| *at == col) {
             Some((_, s)) if s.len() < MAX_MARKS => s.push(c),
             Some(_) => {}
-            None => marks.push((col, c.to_string())),
+            None => self.marks.push((col, c.to_string())),
         }
     }
 
     fn drop_mark(&mut self, col: u16) {
-        if let Some(marks) = &mut self.marks {
-            marks.retain(|(at, _)| *at != col);
-            if marks.is_empty() {
-                self.marks = None;
-            }
+        if !self.marks.is_empty() {
+            self.marks.retain(|(at, _)| *at != col);
         }
     }
 
     fn mark(&self, col: u16) -> Option<&str> {
-        self.marks.as_ref()?.iter().find(|(at, _)| *at == col).map(|(_, s)| s.as_str())
+        self.marks.iter().find(|(at, _)| *at == col).map(|(_, s)| s.as_str())
     }
 
     /// Blanks columns `from..to` (clamped to `width`) in `pen`.
@@ -171,9 +167,7 @@ impl Row {
         let (from, to) = (usize::from(from), usize::from(to));
         if blank.is_blank() && to >= self.cells.len() {
             self.cells.truncate(from);
-            if let Some(marks) = &mut self.marks {
-                marks.retain(|(at, _)| usize::from(*at) < from);
-            }
+            self.marks.retain(|(at, _)| usize::from(*at) < from);
         } else {
             if to > self.cells.len() {
                 self.cells.resize(to, Cell::BLANK);
@@ -181,12 +175,7 @@ impl Row {
             for cell in &mut self.cells[from.min(to)..to] {
                 *cell = blank;
             }
-            if let Some(marks) = &mut self.marks {
-                marks.retain(|(at, _)| !(from..to).contains(&usize::from(*at)));
-            }
-        }
-        if self.marks.as_ref().is_some_and(|m| m.is_empty()) {
-            self.marks = None;
+            self.marks.retain(|(at, _)| !(from..to).contains(&usize::from(*at)));
         }
     }
 
@@ -194,7 +183,7 @@ impl Row {
     /// allocation for reuse.
     pub fn clear(&mut self, width: u16, pen: Pen) {
         self.cells.clear();
-        self.marks = None;
+        self.marks.clear();
         self.wrapped = false;
         if pen != Pen::default() {
             self.erase(0, width, pen);
@@ -224,7 +213,7 @@ impl Row {
             self.cells.insert(col, Cell::blank(pen));
         }
         self.cells.truncate(usize::from(width));
-        self.marks = None;
+        self.marks.clear();
     }
 
     /// Deletes `n` cells at `col`, pulling the rest left; blanks come in at
@@ -239,15 +228,13 @@ impl Row {
             let len = self.cells.len() as u16;
             self.erase(len, width, pen);
         }
-        self.marks = None;
+        self.marks.clear();
     }
 
     /// Cuts the row to `width` columns (a narrower screen).
     pub fn truncate(&mut self, width: u16) {
         self.cells.truncate(usize::from(width));
-        if let Some(marks) = &mut self.marks {
-            marks.retain(|(at, _)| *at < width);
-        }
+        self.marks.retain(|(at, _)| *at < width);
         if let Some(last) = self.cells.last_mut() {
             if unicode_width::UnicodeWidthChar::width(last.ch) == Some(2) {
                 // A wide character cut in half shows as a blank.
@@ -296,7 +283,8 @@ pub fn strip_sgr(line: &[u8], out: &mut Vec<u8>) {
     let mut i = 0;
     while i < line.len() {
         if line[i] == 0x1b && line.get(i + 1) == Some(&b'[') {
-            let end = line[i + 2..].iter().position(|b| (0x40..=0x7e).contains(b)).map_or(line.len(), |p| i + 2 + p + 1);
+            let end =
+                line[i + 2..].iter().position(|b| (0x40..=0x7e).contains(b)).map_or(line.len(), |p| i + 2 + p + 1);
             i = end;
         } else {
             out.push(line[i]);

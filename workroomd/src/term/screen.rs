@@ -687,11 +687,13 @@ impl vte::Perform for Screen {
             }
             ([], 'E') => {
                 let max = if self.cursor.row <= self.bottom { self.bottom } else { self.rows - 1 };
-                self.cursor = Cursor { row: self.cursor.row.saturating_add(n(1)).min(max), col: 0, pending_wrap: false };
+                self.cursor =
+                    Cursor { row: self.cursor.row.saturating_add(n(1)).min(max), col: 0, pending_wrap: false };
             }
             ([], 'F') => {
                 let min = if self.cursor.row >= self.top { self.top } else { 0 };
-                self.cursor = Cursor { row: self.cursor.row.saturating_sub(n(1)).max(min), col: 0, pending_wrap: false };
+                self.cursor =
+                    Cursor { row: self.cursor.row.saturating_sub(n(1)).max(min), col: 0, pending_wrap: false };
             }
             ([], 'G' | '`') => {
                 self.cursor.col = (n(1) - 1).min(self.cols - 1);
