@@ -30,6 +30,10 @@ pub const HAND_OVER: u8 = 0;
 pub const TAKEN: u8 = b'Y';
 /// The daemon's answer: copy the bytes through the socket as before.
 pub const RELAYED: u8 = b'N';
+/// The size asked for a handed-over pipe: Linux's default ceiling for a
+/// pipe (`/proc/sys/fs/pipe-max-size`), the link's largest frames several
+/// times over.
+const PIPE_SIZE: usize = 1 << 20;
 
 /// Bytes moved per read. Large enough that a bulk transfer costs few
 /// syscalls; the relay holds two of them and nothing else.
@@ -140,6 +144,11 @@ pub async fn accept(stream: &tokio::net::UnixStream) -> io::Result<Accepted> {
     }
     let answer = match <[OwnedFd; 2]>::try_from(fds) {
         Ok([input, output]) => {
+            // The daemon alone now moves the link's bytes to and from the
+            // exec's pipes: larger pipes mean fewer wake-ups per MiB on both
+            // sides (the kernel's default is 64 KiB). Best effort.
+            let _ = rustix::pipe::fcntl_setpipe_size(&input, PIPE_SIZE);
+            let _ = rustix::pipe::fcntl_setpipe_size(&output, PIPE_SIZE);
             use tokio::net::unix::pipe;
             match (pipe::Receiver::from_owned_fd(input), pipe::Sender::from_owned_fd(output)) {
                 (Ok(input), Ok(output)) => Some(Accepted::Stdio { input, output }),
