@@ -1,11 +1,10 @@
-//! Daemon memory with panes: opens N panes in a room, each printing a
-//! screenful of full-width lines and then idling, and waits until every
-//! pane's screen shows its last line. bench/run then reads the daemon's VmRSS.
+//! Daemon memory with panes: opens N panes in a room, each printing full-width
+//! lines past its screen and its whole history (10,000 lines, 512 KiB by
+//! default: full-width lines fill the byte cap) and then idling, and waits
+//! until every pane's screen shows its last line. bench/run then reads the
+//! daemon's VmRSS.
 //!
 //! usage: panes-bench ROOM N COLSxROWS
-//!
-//! The daemon keeps a vt100 model per pane: the screen plus a bounded
-//! scrollback, both at the pane's width, so its memory grows with the size.
 
 use std::time::{Duration, Instant};
 use workroom::engine::Engine;
@@ -15,9 +14,9 @@ use workroomd::proto::{Event, PaneRequest, Request, Response};
 /// How long a pane may take to print its screenful and show the marker
 /// (a loaded 2-core box starts 16 shells in well under a second).
 const SCREEN_WAIT: Duration = Duration::from_secs(60);
-/// Lines printed past a screenful: more than the daemon's scrollback (200
-/// rows) holds, so each pane's model is as full as it gets.
-const PAST_SCREEN: usize = 250;
+/// Lines printed past a screenful: the default history's line limit, so
+/// each pane's history is full by lines or, for full-width lines, by bytes.
+const PAST_SCREEN: usize = 10_000;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -31,10 +30,9 @@ fn main() {
         let engine = Engine::connect().await.expect("engine");
         let link = RoomLink::connect(&engine, room).await.expect("link");
         for i in 0..n {
-            // Full-width lines past screen and scrollback, then a marker, then idle.
+            // Full-width lines past screen and history, then a marker, then idle.
             let script = format!(
-                "i=0; while [ $i -lt {} ]; do printf '%0{}d\\n' $i; i=$((i+1)); done; echo pane-{i}-ready; exec sleep 86400",
-                lines,
+                "yes \"$(printf '%0{}d' {i})\" | head -n {lines}; echo pane-{i}-ready; exec sleep 86400",
                 cols - 1
             );
             let open = PaneRequest {
@@ -56,7 +54,12 @@ fn main() {
                 assert!(Instant::now() < deadline, "pane {i} did not show its screenful within {SCREEN_WAIT:?}");
                 let handle = link
                     .link()
-                    .open(Request::Attach { pane: format!("bench-{cols}x{rows}-{i}"), rows: 0, cols: 0 })
+                    .open(Request::Attach {
+                        pane: format!("bench-{cols}x{rows}-{i}"),
+                        rows: 0,
+                        cols: 0,
+                        history: false,
+                    })
                     .await
                     .expect("attach");
                 assert_eq!(handle.recv_reply().await.expect("reply"), Response::Ready);

@@ -20,6 +20,10 @@
 //!
 //! [network]
 //! mode = "bridge"                             # or "host": the room on the host's network
+//!
+//! [panes]
+//! history_lines = 10000                       # lines each pane keeps above its screen
+//! history_bytes = 524288                      # and at most this many bytes of them
 //! ```
 //!
 //! `nested` and `network.mode` may also come from devcontainer.json's
@@ -68,6 +72,16 @@ pub struct SettingsFile {
     pub containers: ContainersFile,
     #[serde(default)]
     pub network: NetworkFile,
+    #[serde(default)]
+    pub panes: PanesFile,
+}
+
+/// The `[panes]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanesFile {
+    pub history_lines: Option<u32>,
+    pub history_bytes: Option<u64>,
 }
 
 /// The `[containers]` table.
@@ -124,6 +138,10 @@ pub struct Settings {
     /// the room is made unprivileged. devcontainer.json's own word always holds.
     pub metadata_privileged: bool,
     pub network: NetworkMode,
+    /// Each new pane's history: lines and bytes (`None`: the daemon's
+    /// defaults, 10,000 lines and 512 KiB).
+    pub history_lines: Option<u32>,
+    pub history_bytes: Option<u64>,
 }
 
 impl Settings {
@@ -193,6 +211,8 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
             .or(user.containers.metadata_privileged)
             .unwrap_or(true),
         network: project.network.mode.or(user.network.mode).unwrap_or_default(),
+        history_lines: project.panes.history_lines.or(user.panes.history_lines),
+        history_bytes: project.panes.history_bytes.or(user.panes.history_bytes),
     }
 }
 
@@ -340,6 +360,17 @@ mod tests {
         assert_eq!(merge(&file(None, None), &file(None, None), f(), d.clone()).peer_registry, d);
         assert_eq!(merge(&file(None, Some("/u")), &file(None, None), f(), d.clone()).peer_registry, Path::new("/u"));
         assert_eq!(merge(&file(None, Some("/u")), &file(None, Some("/p")), f(), d).peer_registry, Path::new("/p"));
+    }
+
+    #[test]
+    fn the_panes_history_is_the_projects_then_the_users_then_the_daemons_default() {
+        let user = parse("[panes]\nhistory_lines = 500\nhistory_bytes = 4096\n", Path::new("u")).unwrap();
+        let project = parse("[panes]\nhistory_lines = 20000\n", Path::new("p")).unwrap();
+        let s = merge(&user, &project, Flags::default(), PathBuf::from("/r"));
+        assert_eq!((s.history_lines, s.history_bytes), (Some(20000), Some(4096)));
+        let none = merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), PathBuf::from("/r"));
+        assert_eq!((none.history_lines, none.history_bytes), (None, None));
+        assert!(parse("[panes]\nhistory = 1\n", Path::new("p")).is_err());
     }
 
     #[test]

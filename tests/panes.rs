@@ -139,6 +139,287 @@ fn after_a_restart_reattaching_says_the_pane_ended_and_shows_its_last_screen() {
     after.expect("a new pane main starts", GUARD);
     after.send(b"echo $((5*5))fresh\r");
     after.expect("25fresh", GUARD);
+    // Readable above the new pane, in order: the old screen, the
+    // separator, the new shell (not wiped by a repaint).
+    let mut screen = vt100::Parser::new(24, 80, 0);
+    screen.process(&after.bytes());
+    let text = screen.screen().contents();
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} is not on screen:\n{text}"));
+    assert!(
+        at("42lastscreen") < at("a new pane main starts") && at("a new pane main starts") < at("25fresh"),
+        "{text}"
+    );
     after.send(b"exit\r");
     assert_eq!(after.wait(GUARD), 0);
+}
+
+/// The numbers that stand alone on lines of `bytes` (escapes removed),
+/// in the order the terminal received them.
+fn numbers(bytes: &[u8]) -> Vec<u64> {
+    let mut plain = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == 0x1b {
+            // CSI: ESC [ params final; other escapes: ESC and one byte.
+            if bytes.get(i + 1) == Some(&b'[') {
+                i += 2;
+                while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
+                    i += 1;
+                }
+            } else {
+                i += 1;
+            }
+        } else {
+            plain.push(bytes[i]);
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&plain)
+        .split('\n')
+        .map(|l| l.trim_matches(|c| c == '\r' || c == ' '))
+        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|l| l.parse().ok())
+        .collect()
+}
+
+fn assert_counts_up(values: &[u64], from: u64, to: u64, what: &str) {
+    assert_eq!(values.first(), Some(&from), "{what}: the first line");
+    for (i, pair) in values.windows(2).enumerate() {
+        assert_eq!(pair[1], pair[0] + 1, "{what}: line {} follows {} (at {i})", pair[1], pair[0]);
+    }
+    assert_eq!(values.last(), Some(&to), "{what}: the last line");
+}
+
+#[test]
+fn an_attached_client_gets_all_hundred_thousand_lines_of_seq_in_order() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"echo $((1+1))ready\r");
+    term.expect("2ready", GUARD);
+    let before = term.bytes().len();
+    term.send(b"seq 1 100000; echo seq-$((40+2))done\r");
+    term.expect("seq-42done", GUARD);
+    let seen = numbers(&term.bytes()[before..]);
+    assert_eq!(seen.len(), 100_000, "every line arrived once");
+    assert_counts_up(&seen, 1, 100_000, "the client's lines");
+}
+
+#[test]
+fn a_client_too_slow_for_its_bound_gets_a_marker_and_the_history_keeps_what_it_skipped() {
+    let settings = "peer_messaging = false\n[panes]\nhistory_lines = 6000000\nhistory_bytes = 67108864\n";
+    let ws = Workspace::image(BUSYBOX).with_settings(settings, false);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"cd /; echo $((1+1))ready\r");
+    term.expect("2ready", GUARD);
+    let before = term.bytes().len();
+    // A terminal that stops reading: about 39 MB arrive while it does not,
+    // more than the link's window and the pane's bound for the client hold.
+    term.pause();
+    term.send(b"seq 1 5000000; echo slow-$((6*7))done\r");
+    let waited = ws.workroom(&["wait", "--for", "(?m)^slow-42done", "--timeout", "600"]);
+    assert!(waited.status.success(), "wait: {}", stderr(&waited));
+    term.resume();
+    term.expect("skipped; they are in the history]", GUARD);
+    term.expect("slow-42done", GUARD);
+    let bytes = term.bytes()[before..].to_vec();
+    let marker = String::from_utf8_lossy(&bytes).find("[workroom: ").expect("the marker");
+    let before_marker = numbers(&bytes[..marker]);
+    let shown = *before_marker.last().expect("lines before the marker");
+    assert_counts_up(&before_marker, 1, shown, "what the slow client was shown before the marker");
+    assert!(shown < 5_000_000, "some lines were skipped");
+    let captured = ws.workroom(&["capture"]);
+    assert!(captured.status.success(), "capture: {}", stderr(&captured));
+    assert_counts_up(&numbers(&captured.stdout), 1, 5_000_000, "the pane's history");
+}
+
+#[test]
+fn after_a_reattach_line_one_of_a_ten_thousand_line_history_is_still_there() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"seq 1 10000; echo hist-$((2+3))end\r");
+    term.expect("hist-5end", GUARD);
+    term.send(DETACH);
+    assert_eq!(term.wait(GUARD), 0);
+    let mut again = shell(&ws, 24, 80);
+    again.expect("hist-5end", GUARD);
+    // The paint replays the history into this terminal's scrollback first.
+    assert_counts_up(&numbers(&again.bytes()), 1, 10_000, "the reattached terminal");
+    assert_eq!(panes_json(&ws)[0]["history"].as_u64().map(|n| n >= 9_980), Some(true));
+}
+
+#[test]
+fn an_alternate_screen_program_detached_reattached_and_quit_gives_back_the_normal_screen_exactly() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut first = shell(&ws, 24, 80);
+    first.send(b"cd /; e=$(printf '\\033'); for i in 1 2 3; do echo before-$i; done\r");
+    first.expect("before-3", GUARD);
+    first.send(b"printf \"$e[?1049h$e[H$e[2Jalt-%s-up\" screen; read x; printf \"$e[?1049l\"; echo alt-$((2*2))done\r");
+    first.expect("alt-screen-up", GUARD);
+    let bytes = first.bytes();
+    let entered = bytes.windows(8).position(|w| w == b"\x1b[?1049h").expect("the program entered the alternate screen");
+    let mut normal = vt100::Parser::new(24, 80, 0);
+    normal.process(&bytes[..entered]);
+    first.send(DETACH);
+    assert_eq!(first.wait(GUARD), 0);
+
+    let mut second = shell(&ws, 24, 80);
+    second.expect("alt-screen-up", GUARD);
+    second.send(b"\r");
+    second.expect("alt-4done", GUARD);
+    let mut after = vt100::Parser::new(24, 80, 0);
+    after.process(&second.bytes());
+    assert!(!after.screen().alternate_screen(), "the program left the alternate screen");
+    let rows = |p: &vt100::Parser| p.screen().rows(0, 80).collect::<Vec<String>>();
+    let upto = usize::from(normal.screen().cursor_position().0);
+    assert!(rows(&normal)[..upto].iter().any(|r| r.contains("alt-%s-up")), "{:?}", rows(&normal));
+    assert_eq!(rows(&after)[..upto], rows(&normal)[..upto], "the normal screen came back as it was");
+    assert!(rows(&after)[upto].starts_with("alt-4done"), "{:?}", rows(&after));
+}
+
+/// The pane's clients, asked over a link held open (an answer in
+/// milliseconds, where a `workroom panes` costs a `docker exec`).
+async fn clients(link: &workroom::link::RoomLink) -> u64 {
+    match link.link().request(workroomd::proto::Request::ListPanes).await.unwrap() {
+        workroomd::proto::Response::Panes { panes } => panes.iter().map(|p| u64::from(p.clients)).sum(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_closed_terminal_drops_its_client_within_a_second() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"echo $((3+4))on\r");
+    term.expect("7on", GUARD);
+    runtime().block_on(async {
+        let engine = workroom::engine::Engine::connect().await.unwrap();
+        let link = workroom::link::RoomLink::connect(&engine, &ws.room_name()).await.unwrap();
+        assert_eq!(clients(&link).await, 1);
+        term.hang_up();
+        let closed = std::time::Instant::now();
+        while clients(&link).await != 0 {
+            assert!(closed.elapsed() < Duration::from_secs(1), "the client was still counted after a second");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    term.wait(GUARD);
+}
+
+#[test]
+fn a_room_restart_ends_an_attached_shell_with_one_line_and_status_75() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"echo $((5+5))up\r");
+    term.expect("10up", GUARD);
+    docker_ok(&["restart", "-t", "1", &ws.room_name()]);
+    let said = term.expect("pane main ended: ", GUARD);
+    assert_eq!(term.wait(GUARD), 75, "the documented status for a room that restarted");
+    let line = said.lines().last().unwrap_or_default().to_string() + &String::from_utf8_lossy(&term.since_mark());
+    assert!(line.contains("restarted"), "{line}");
+}
+
+#[test]
+fn the_pane_takes_the_latest_clients_size_and_the_remaining_ones_when_it_leaves() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut small = shell(&ws, 24, 80);
+    small.send(b"echo $((1+2))small\r");
+    small.expect("3small", GUARD);
+    let size = |ws: &Workspace| {
+        let p = &panes_json(ws)[0];
+        (p["rows"].as_u64().unwrap(), p["cols"].as_u64().unwrap())
+    };
+    assert_eq!(size(&ws), (24, 80));
+    let mut big = shell(&ws, 38, 110);
+    big.expect("3small", GUARD);
+    assert_eq!(size(&ws), (38, 110), "the latest client's size");
+    big.send(DETACH);
+    assert_eq!(big.wait(GUARD), 0);
+    assert_eq!(size(&ws), (24, 80), "the remaining client's size after the latest left");
+    small.send(b"stty size\r");
+    small.expect("24 80", GUARD);
+}
+
+/// Runs `workroom ARGS` against a workspace's room, one way or another.
+type RunIn = dyn Fn(&Workspace, &[&str]) -> std::process::Output;
+
+#[test]
+fn capture_send_and_wait_drive_panes_in_two_rooms() {
+    let rooms = [Workspace::image(BUSYBOX), Workspace::image(BUSYBOX)];
+    for ws in &rooms {
+        let mut term = shell(ws, 24, 80);
+        term.send(b"echo $((2+2))open\r");
+        term.expect("4open", GUARD);
+        term.send(DETACH);
+        assert_eq!(term.wait(GUARD), 0);
+    }
+    // The first room by its workspace folder, the second by its name.
+    let by_folder = |ws: &Workspace, args: &[&str]| ws.workroom(args);
+    let by_name = |ws: &Workspace, args: &[&str]| {
+        let name = ws.room_name();
+        let mut all = args.to_vec();
+        let split = all.iter().position(|a| *a == "--").unwrap_or(all.len());
+        all.splice(split..split, ["--room", name.as_str()]);
+        run_workroom(&all)
+    };
+    let ways: [&RunIn; 2] = [&by_folder, &by_name];
+    for (ws, run) in rooms.iter().zip(ways) {
+        let sent = run(ws, &["send", "--keys", "--", "echo marker-$RANDOM", "Enter"]);
+        assert!(sent.status.success(), "send: {}", stderr(&sent));
+        let waited = run(ws, &["wait", "--for", "(?m)^marker-[0-9]+", "--timeout", "60"]);
+        assert!(waited.status.success(), "wait: {}", stderr(&waited));
+        let marker = stdout(&waited).trim().to_string();
+        assert!(marker.starts_with("marker-") && marker.len() > 7, "{marker:?}");
+        let captured = stdout(&run(ws, &["capture", "--lines", "5"]));
+        assert!(captured.lines().any(|l| l == marker), "capture shows {marker}: {captured}");
+    }
+    let timed_out = rooms[0].workroom(&["wait", "--for", "never-shown-[x]yz", "--timeout", "0.5"]);
+    assert_eq!(timed_out.status.code(), Some(124), "wait's own status on timeout: {}", stderr(&timed_out));
+}
+
+#[test]
+fn a_passwd_shell_missing_from_the_image_falls_back_to_sh_with_a_note() {
+    let ws = Workspace::new(serde_json::json!({
+        "image": BUSYBOX,
+        "onCreateCommand": ["sh", "-c", "sed -i '1s|:/bin/sh$|:/bin/nonexistent|' /etc/passwd"],
+    }));
+    let mut term = shell(&ws, 24, 80);
+    term.expect(
+        "[workroom: /bin/nonexistent (the passwd shell of root) is not an executable file in the room; using /bin/sh]",
+        GUARD,
+    );
+    term.send(b"echo $((2+2))sh\r");
+    term.expect("4sh", GUARD);
+}
+
+#[test]
+fn a_pane_and_exec_t_get_the_clients_term_and_a_utf8_locale_the_image_has() {
+    let ws = Workspace::image(DEBIAN);
+    let env = [("TERM", "screen-256color"), ("LANG", "xx_YY.UTF-8"), ("COLORTERM", "truecolor")];
+    let mut term = Term::spawn_with_env(workroom_bin(), &["shell", "--workspace-folder", &ws.folder()], 24, 80, &env);
+    // The image has no xx_YY locale but has C.UTF-8; bash then prints é.
+    term.send(b"echo \"<$TERM|$LANG|$COLORTERM>\"; printf 'x\\u00e9x\\n'\r");
+    term.expect("<screen-256color|C.UTF-8|truecolor>", GUARD);
+    term.expect("x\u{e9}x", GUARD);
+    let args = ["exec", "--workspace-folder", &ws.folder(), "-t", "--", "sh", "-c", "echo \"<$TERM>\""];
+    let mut exec = Term::spawn_with_env(workroom_bin(), &args, 24, 80, &env);
+    // Its end is not awaited: `exec -t` returning when the command ends
+    // whatever stdin is belongs to the exec issue.
+    exec.expect("<screen-256color>", GUARD);
+}
+
+#[test]
+fn a_hand_off_under_an_attached_shell_reattaches_it_without_replaying_the_history() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"seq 1 60; echo $((3*3))before\r");
+    term.expect("9before", GUARD);
+    let handed = ws.workroom(&["hand-off", "--force"]);
+    assert!(handed.status.success(), "hand-off: {}", stderr(&handed));
+    // The same shell answers through a new link.
+    term.send(b"echo $((9*9))after\r");
+    term.expect("81after", GUARD);
+    let seen = numbers(&term.bytes());
+    assert_eq!(seen, (1..=60).collect::<Vec<u64>>(), "each line once: the history was not replayed again");
+    term.send(b"exit 4\r");
+    assert_eq!(term.wait(GUARD), 4);
 }

@@ -16,7 +16,7 @@ use crate::engine::{Engine, ExecSpec};
 use crate::room::hooks::HookContext;
 use crate::room::resolve::Room;
 use anyhow::bail;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -65,6 +65,10 @@ async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> an
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
     ctx.env.extend(crate::forward::room_env(&room.name));
+    if tty {
+        // One TERM for panes and `exec -t`: this terminal's (docker would say `xterm`).
+        ctx.env = super::shell_cmd::terminal_env(std::mem::take(&mut ctx.env), |n| std::env::var(n).ok());
+    }
     let spec = ExecSpec {
         argv,
         user: Some(user),
@@ -94,9 +98,9 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
         }
     };
     tokio::pin!(died);
-    let terminal = if spec.tty { RawTerminal::enter() } else { None };
+    let terminal = if spec.tty { workroomd::tty::RawMode::enter() } else { None };
     let mut stream = engine.exec(&room.id, spec).await?;
-    if let (true, Some((rows, cols))) = (spec.tty, terminal_size()) {
+    if let (true, Some((rows, cols))) = (spec.tty, workroomd::tty::terminal_size(std::io::stdout())) {
         let _ = engine.resize_exec(&stream.id, rows, cols).await;
     }
     let mut stderr_rx = stream.output.take_stderr();
@@ -109,7 +113,7 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
                 return;
             };
             while winch.recv().await.is_some() {
-                if let Some((rows, cols)) = terminal_size() {
+                if let Some((rows, cols)) = workroomd::tty::terminal_size(std::io::stdout()) {
                     let _ = engine.resize_exec(&exec_id, rows, cols).await;
                 }
             }
@@ -287,39 +291,6 @@ fn engine_exec_failure(code: i32, program: &str, said: &str) -> Option<EngineFai
     } else {
         EngineFailure::NotExecutable
     })
-}
-
-fn terminal_size() -> Option<(u16, u16)> {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we pass.
-    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
-}
-
-/// The host terminal in raw mode, restored when dropped (every exit path).
-pub struct RawTerminal {
-    saved: nix::sys::termios::Termios,
-}
-
-impl RawTerminal {
-    pub fn enter() -> Option<RawTerminal> {
-        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
-        let stdin = std::io::stdin();
-        if !stdin.is_terminal() {
-            return None;
-        }
-        let saved = tcgetattr(&stdin).ok()?;
-        let mut raw = saved.clone();
-        cfmakeraw(&mut raw);
-        tcsetattr(&stdin, SetArg::TCSANOW, &raw).ok()?;
-        Some(RawTerminal { saved })
-    }
-}
-
-impl Drop for RawTerminal {
-    fn drop(&mut self) {
-        let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, &self.saved);
-    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@ mod agents_cmd;
 mod config_cmd;
 mod exec_cmd;
 mod forward_cmd;
+mod pane_cmd;
 mod rooms;
 mod shell_cmd;
 mod stdin_pump;
+mod terminal;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -136,7 +138,50 @@ pub enum Cmd {
     /// List the room's panes: name, pid, size, attached clients, age, command.
     Panes {
         #[command(flatten)]
-        workspace: WorkspaceArgs,
+        room: pane_cmd::RoomArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a pane's history and screen as text (tmux's capture-pane, across rooms).
+    Capture {
+        #[command(flatten)]
+        room: pane_cmd::RoomArgs,
+        #[arg(default_value = "main")]
+        pane: String,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        lines: Option<u32>,
+        /// Keep colours and attributes as escape sequences.
+        #[arg(long)]
+        escapes: bool,
+    },
+    /// Type into a pane: the words joined by spaces, or with --keys tmux's
+    /// key names (Enter, Tab, Escape, Up, C-c, M-x, F5, ...) among plain words.
+    Send {
+        #[command(flatten)]
+        room: pane_cmd::RoomArgs,
+        #[arg(default_value = "main")]
+        pane: String,
+        /// Read key names among the words, as tmux's send-keys does.
+        #[arg(long)]
+        keys: bool,
+        #[arg(last = true, required = true, value_name = "TEXT")]
+        text: Vec<String>,
+    },
+    /// Wait until a pane's screen shows a match of a regular expression; print its line.
+    /// Exits 124 when --timeout passes first.
+    Wait {
+        #[command(flatten)]
+        room: pane_cmd::RoomArgs,
+        #[arg(default_value = "main")]
+        pane: String,
+        /// The regular expression (Rust's regex syntax).
+        #[arg(long = "for", value_name = "REGEX")]
+        pattern: String,
+        /// Give up after S seconds.
+        #[arg(long, value_name = "S")]
+        timeout: Option<f64>,
+        /// Print the match as JSON: pane, match, line.
         #[arg(long)]
         json: bool,
     },
@@ -253,7 +298,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::Shell { workspace, pane, detach_keys } => {
                 shell_cmd::shell(&workspace, &pane, detach_keys.as_deref()).await
             }
-            Cmd::Panes { workspace, json } => shell_cmd::panes(&workspace, json).await,
+            Cmd::Panes { room, json } => shell_cmd::panes(&room, json).await,
+            Cmd::Capture { room, pane, lines, escapes } => pane_cmd::capture(&room, &pane, lines, escapes).await,
+            Cmd::Send { room, pane, keys, text } => pane_cmd::send(&room, &pane, keys, &text).await,
+            Cmd::Wait { room, pane, pattern, timeout, json } => {
+                pane_cmd::wait(&room, &pane, &pattern, timeout, json).await
+            }
             Cmd::KillPane { workspace, pane } => shell_cmd::kill_pane(&workspace, &pane).await,
             Cmd::HandOff { workspace, binary, force } => {
                 shell_cmd::hand_off(&workspace, binary.as_deref(), force).await

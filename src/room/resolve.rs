@@ -177,6 +177,8 @@ mod tests {
             nested: false,
             network: NetworkMode::default(),
             metadata_privileged: true,
+            history_lines: None,
+            history_bytes: None,
         }
     }
 

@@ -11,19 +11,27 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Term {
-    master: std::fs::File,
+    master: Option<std::fs::File>,
     child: Child,
     seen: Arc<(Mutex<Vec<u8>>, Condvar)>,
+    /// While set, nothing is read from the terminal: a slow client.
+    paused: Arc<(Mutex<bool>, Condvar)>,
     /// Output before this offset was consumed by an earlier `expect`.
     mark: usize,
 }
 
 impl Term {
     pub fn spawn(program: &str, args: &[&str], rows: u16, cols: u16) -> Term {
+        Term::spawn_with_env(program, args, rows, cols, &[])
+    }
+
+    /// [`Term::spawn`] with variables set for the program (`TERM`, `LANG`).
+    pub fn spawn_with_env(program: &str, args: &[&str], rows: u16, cols: u16, env: &[(&str, &str)]) -> Term {
         let ws = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
         let pty = nix::pty::openpty(Some(&ws), None).expect("openpty");
         let slave: OwnedFd = pty.slave;
         let mut cmd = Command::new(program);
+        cmd.envs(env.iter().copied());
         cmd.args(args)
             .stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
@@ -43,9 +51,13 @@ impl Term {
         let seen = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let mut reader = master.try_clone().unwrap();
         let sink = seen.clone();
+        let paused = Arc::new((Mutex::new(false), Condvar::new()));
+        let gate = paused.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 16 * 1024];
-            while let Ok(n) = reader.read(&mut buf) {
+            loop {
+                drop(gate.1.wait_while(gate.0.lock().unwrap(), |p| *p).unwrap());
+                let Ok(n) = reader.read(&mut buf) else { break };
                 if n == 0 {
                     break;
                 }
@@ -53,11 +65,42 @@ impl Term {
                 sink.1.notify_all();
             }
         });
-        Term { master, child, seen, mark: 0 }
+        Term { master: Some(master), child, seen, paused, mark: 0 }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {
-        self.master.write_all(bytes).unwrap();
+        self.master.as_ref().expect("the terminal is open").write_all(bytes).unwrap();
+    }
+
+    /// Stops reading what the program writes, as a terminal that cannot
+    /// keep up: the program's writes block once the pty's buffer is full.
+    pub fn pause(&self) {
+        *self.paused.0.lock().unwrap() = true;
+    }
+
+    pub fn resume(&self) {
+        *self.paused.0.lock().unwrap() = false;
+        self.paused.1.notify_all();
+    }
+
+    /// Closes the terminal, as closing its window does: the kernel hangs
+    /// up the session, whose leader (the program) gets SIGHUP. The reader
+    /// thread holds the master too, so the signal is sent as the kernel
+    /// would, and our side of the terminal is closed.
+    pub fn hang_up(&mut self) {
+        self.master = None;
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP);
+    }
+
+    /// Everything the terminal received so far, as bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.seen.0.lock().unwrap().clone()
+    }
+
+    /// Output from the mark on (what the next `expect` searches).
+    pub fn since_mark(&self) -> Vec<u8> {
+        self.seen.0.lock().unwrap()[self.mark..].to_vec()
     }
 
     /// Waits until `needle` appears after the mark; moves the mark past it.
@@ -89,8 +132,9 @@ impl Term {
     /// SIGWINCH to the foreground process group.
     pub fn resize(&mut self, rows: u16, cols: u16) {
         let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        let fd = self.master.as_ref().expect("the terminal is open").as_raw_fd();
         // SAFETY: TIOCSWINSZ reads a winsize from the pointer.
-        assert_eq!(unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+        assert_eq!(unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) }, 0);
     }
 
     /// Waits for the program's end; its status code.

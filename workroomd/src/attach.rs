@@ -13,15 +13,13 @@
 //! - When the daemon's connection drops without the pane ending (a
 //!   hand-off), attach reconnects and the pane is repainted.
 
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use workroomd::proto::{Event, Link, PaneRequest, Request, Response, Role};
 use workroomd::room;
+use workroomd::tty::{self, DetachMatcher, RawMode, DEFAULT_DETACH_KEYS};
 
-/// Docker's own default, so hands that know `docker attach` know this.
-pub const DEFAULT_DETACH_KEYS: &str = "ctrl-p,ctrl-q";
 /// How long attach tries to reach the daemon again after the connection
 /// dropped: a hand-off's exec and restart take milliseconds; past this the
 /// daemon is gone (the room stopped).
@@ -31,6 +29,20 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(20);
 /// Exit status when attach itself failed (no such pane, no daemon).
 const EXIT_FAILED: i32 = 1;
 
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    #[error("{flag} needs {what}")]
+    Missing { flag: &'static str, what: &'static str },
+    #[error("--size {0:?}: give ROWSxCOLS, e.g. 40x120")]
+    Size(String),
+    #[error("unknown attach argument {0:?}")]
+    Unknown(String),
+    #[error("which pane? `workroomd attach PANE`")]
+    NoPane,
+    #[error(transparent)]
+    Keys(#[from] tty::KeysError),
+}
+
 struct Options {
     pane: String,
     create: bool,
@@ -38,7 +50,7 @@ struct Options {
     size: Option<(u16, u16)>,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
+fn parse(args: &[String]) -> Result<Options, ArgsError> {
     let mut pane = None;
     let mut create = false;
     let mut keys = DEFAULT_DETACH_KEYS.to_string();
@@ -49,93 +61,23 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--create" => create = true,
             "--detach-keys" => {
                 i += 1;
-                keys = args.get(i).ok_or("--detach-keys needs keys, e.g. ctrl-p,ctrl-q")?.clone();
+                keys = args
+                    .get(i)
+                    .ok_or(ArgsError::Missing { flag: "--detach-keys", what: "keys, e.g. ctrl-p,ctrl-q" })?
+                    .clone();
             }
             "--size" => {
                 i += 1;
-                let s = args.get(i).ok_or("--size needs ROWSxCOLS")?;
-                let (r, c) = s.split_once('x').ok_or("--size needs ROWSxCOLS")?;
-                size = Some((r.parse().map_err(|_| "--size: bad rows")?, c.parse().map_err(|_| "--size: bad cols")?));
+                let s = args.get(i).ok_or(ArgsError::Missing { flag: "--size", what: "ROWSxCOLS" })?;
+                let parsed = s.split_once('x').and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)));
+                size = Some(parsed.ok_or_else(|| ArgsError::Size(s.clone()))?);
             }
             other if pane.is_none() && !other.starts_with('-') => pane = Some(other.to_string()),
-            other => return Err(format!("unknown attach argument {other:?}")),
+            other => return Err(ArgsError::Unknown(other.to_string())),
         }
         i += 1;
     }
-    Ok(Options {
-        pane: pane.ok_or("which pane? `workroomd attach PANE`")?,
-        create,
-        detach_keys: parse_keys(&keys)?,
-        size,
-    })
-}
-
-/// Docker's notation: `ctrl-p,ctrl-q`, `ctrl-@`, or single characters.
-pub fn parse_keys(spec: &str) -> Result<Vec<u8>, String> {
-    let mut keys = Vec::new();
-    for key in spec.split(',') {
-        let key = key.trim();
-        let byte = if let Some(c) = key.strip_prefix("ctrl-") {
-            match c.as_bytes() {
-                [b] if b.is_ascii_alphabetic() => b.to_ascii_lowercase() - b'a' + 1,
-                [b @ (b'@' | b'[' | b'\\' | b']' | b'^' | b'_')] => b & 0x1f,
-                _ => {
-                    return Err(format!(
-                        "detach key {key:?}: use ctrl-<letter>, ctrl-@, ctrl-[ ... ctrl-_ or one character"
-                    ))
-                }
-            }
-        } else if key.len() == 1 {
-            key.as_bytes()[0]
-        } else {
-            return Err(format!("detach key {key:?}: use ctrl-<letter>, ctrl-@, ctrl-[ ... ctrl-_ or one character"));
-        };
-        keys.push(byte);
-    }
-    if keys.is_empty() {
-        return Err("no detach keys given".into());
-    }
-    Ok(keys)
-}
-
-/// Finds the detach sequence in typed input.
-pub struct DetachMatcher {
-    keys: Vec<u8>,
-    matched: usize,
-}
-
-impl DetachMatcher {
-    pub fn new(keys: Vec<u8>) -> Self {
-        DetachMatcher { keys, matched: 0 }
-    }
-
-    /// The bytes to send on, and whether the sequence was completed (what
-    /// came after it in the same read is dropped with the detach).
-    pub fn feed(&mut self, input: &[u8]) -> (Vec<u8>, bool) {
-        let mut out = Vec::with_capacity(input.len());
-        for &b in input {
-            if b == self.keys[self.matched] {
-                self.matched += 1;
-                if self.matched == self.keys.len() {
-                    self.matched = 0;
-                    return (out, true);
-                }
-            } else {
-                out.extend_from_slice(&self.keys[..self.matched]);
-                self.matched = 0;
-                if b == self.keys[0] {
-                    self.matched = 1;
-                    if self.keys.len() == 1 {
-                        self.matched = 0;
-                        return (out, true);
-                    }
-                } else {
-                    out.push(b);
-                }
-            }
-        }
-        (out, false)
-    }
+    Ok(Options { pane: pane.ok_or(ArgsError::NoPane)?, create, detach_keys: tty::parse_keys(&keys)?, size })
 }
 
 pub fn run(args: &[String]) -> i32 {
@@ -183,18 +125,25 @@ async fn attach(options: Options) -> (i32, Option<String>) {
     });
     let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
     let mut matcher = DetachMatcher::new(options.detach_keys.clone());
-    let mut size = options.size.or_else(terminal_size);
+    let mut size = options.size.or_else(|| tty::terminal_size(std::io::stdin()));
+    let mut history = true;
     let mut first = true;
     loop {
         let link = match connect(if first { Duration::ZERO } else { RECONNECT_WAIT }).await {
             Ok(l) => l,
-            Err(e) => return (EXIT_FAILED, Some(format!("workroomd attach: cannot reach the daemon: {e}"))),
+            Err(e) => {
+                let cause = std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default();
+                return (EXIT_FAILED, Some(format!("workroomd attach: cannot reach the daemon: {e}{cause}")));
+            }
         };
         if first && options.create {
+            let terminal_env = |name: &str| std::env::var(name).ok().map(|v| (name.to_string(), v));
             let open = PaneRequest {
                 name: options.pane.clone(),
                 rows: size.map_or(0, |s| s.0),
                 cols: size.map_or(0, |s| s.1),
+                env: ["TERM", "COLORTERM"].into_iter().filter_map(terminal_env).collect(),
+                locale: std::env::vars().filter(|(k, _)| k == "LANG" || k.starts_with("LC_")).collect(),
                 ..Default::default()
             };
             match link.request(Request::OpenPane(open)).await {
@@ -204,19 +153,28 @@ async fn attach(options: Options) -> (i32, Option<String>) {
             }
         }
         first = false;
-        match session(&link, &options.pane, &mut input, &mut winch, &mut matcher, &mut size).await {
+        match session(&link, &options.pane, history, &mut input, &mut winch, &mut matcher, &mut size).await {
             End::Code(code, message) => return (code, message),
-            End::Lost => continue,
+            // Reattached after a hand-off: this terminal has the history.
+            End::Lost => history = false,
         }
     }
 }
 
-async fn connect(wait: Duration) -> Result<Link, String> {
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("cannot connect to {}", room::SOCKET_PATH)]
+    Socket(#[source] std::io::Error),
+    #[error(transparent)]
+    Handshake(#[from] workroomd::proto::LinkError),
+}
+
+async fn connect(wait: Duration) -> Result<Link, ConnectError> {
     let deadline = Instant::now() + wait;
     loop {
         let attempt = async {
-            let stream = UnixStream::connect(room::SOCKET_PATH).await.map_err(|e| e.to_string())?;
-            Link::handshake(stream, Role::Host).await.map(|(l, _)| l).map_err(|e| e.to_string())
+            let stream = UnixStream::connect(room::SOCKET_PATH).await.map_err(ConnectError::Socket)?;
+            Ok::<_, ConnectError>(Link::handshake(stream, Role::Host).await?.0)
         };
         match attempt.await {
             Ok(link) => return Ok(link),
@@ -229,13 +187,16 @@ async fn connect(wait: Duration) -> Result<Link, String> {
 async fn session(
     link: &Link,
     pane: &str,
+    history: bool,
     input: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
     winch: &mut Option<tokio::signal::unix::Signal>,
     matcher: &mut DetachMatcher,
     size: &mut Option<(u16, u16)>,
 ) -> End {
     let (rows, cols) = size.unwrap_or((0, 0));
-    let Ok(handle) = link.open(Request::Attach { pane: pane.into(), rows, cols }).await else { return End::Lost };
+    let Ok(handle) = link.open(Request::Attach { pane: pane.into(), rows, cols, history }).await else {
+        return End::Lost;
+    };
     match handle.recv_reply().await {
         Ok(Response::Ready) => {}
         Ok(Response::PaneEnded(ended)) => {
@@ -287,66 +248,11 @@ async fn session(
                 }
             },
             _ = async { match winch.as_mut() { Some(w) => { w.recv().await; } None => std::future::pending().await } } => {
-                if let Some((rows, cols)) = terminal_size() {
+                if let Some((rows, cols)) = tty::terminal_size(std::io::stdin()) {
                     *size = Some((rows, cols));
                     let _ = link.request(Request::ResizePane { pane: pane.into(), rows, cols }).await;
                 }
             }
         }
-    }
-}
-
-fn terminal_size() -> Option<(u16, u16)> {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: TIOCGWINSZ writes a winsize into the pointer.
-    let rc = unsafe { libc::ioctl(libc::STDIN_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
-}
-
-/// This terminal in raw mode; restored when dropped.
-struct RawMode(nix::sys::termios::Termios);
-
-impl RawMode {
-    fn enter() -> Option<RawMode> {
-        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
-        let stdin = std::io::stdin();
-        let saved = tcgetattr(stdin.as_fd()).ok()?;
-        let mut raw = saved.clone();
-        cfmakeraw(&mut raw);
-        tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw).ok()?;
-        Some(RawMode(saved))
-    }
-}
-
-impl Drop for RawMode {
-    fn drop(&mut self) {
-        let _ = nix::sys::termios::tcsetattr(std::io::stdin().as_fd(), nix::sys::termios::SetArg::TCSANOW, &self.0);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detach_keys_read_in_dockers_notation() {
-        assert_eq!(parse_keys("ctrl-p,ctrl-q").unwrap(), vec![0x10, 0x11]);
-        assert_eq!(parse_keys("ctrl-@,x").unwrap(), vec![0, b'x']);
-        assert!(parse_keys("ctrl-pq").is_err());
-    }
-
-    #[test]
-    fn the_detach_sequence_is_swallowed_and_ends_the_attach() {
-        let mut m = DetachMatcher::new(vec![0x10, 0x11]);
-        assert_eq!(m.feed(b"ls\r\x10"), (b"ls\r".to_vec(), false));
-        assert_eq!(m.feed(b"\x11after"), (vec![], true));
-    }
-
-    #[test]
-    fn a_partial_detach_sequence_is_sent_on_when_it_stops_matching() {
-        let mut m = DetachMatcher::new(vec![0x10, 0x11]);
-        assert_eq!(m.feed(b"\x10"), (vec![], false));
-        assert_eq!(m.feed(b"a"), (b"\x10a".to_vec(), false));
-        assert_eq!(m.feed(b"\x10\x10\x11"), (b"\x10".to_vec(), true));
     }
 }

@@ -32,6 +32,7 @@ pub async fn run(commands: &[String]) {
         eprintln!("workroomd: entrypoint: {command}");
         let argv = [SHELL.to_string(), "-c".to_string(), command.clone()];
         let spawned = spawn::command(&argv, root.as_ref(), &BTreeMap::new(), Some("/"), false)
+            .map_err(|e| e.to_string())
             .and_then(|mut c| c.stdin(std::process::Stdio::null()).spawn().map_err(|e| e.to_string()));
         let mut child = match spawned {
             Ok(child) => child,

@@ -22,9 +22,10 @@
 //! new reader picks them up, so none are lost. Client connections do close
 //! (their fds are close-on-exec): `workroomd attach` reconnects and repaints.
 //! Typed input queued but not yet written is dropped (a few keystrokes at
-//! most). Scrollback above the screen is not carried.
+//! most). Each pane's model crosses as its paint (history, screen, modes),
+//! which the new daemon feeds into a fresh model.
 
-use crate::pane::{self, Pane};
+use crate::pane::{self, Adopted, Pane};
 use crate::panes;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use workroomd::proto::{ExitStatus, HandOffOutcome, ProgramStatus, Response, StreamError, StreamHandle};
 use workroomd::room;
+use workroomd::term::Limits;
 
 /// Names the table file for the new daemon.
 pub const ENV: &str = "WORKROOMD_HANDOFF";
@@ -67,8 +69,14 @@ pub struct PaneEntry {
     pub rows: u16,
     pub cols: u16,
     pub created_unix_ms: u64,
-    /// Bytes that repaint the pane's screen.
+    /// Bytes that rebuild the pane's model: its paint, history included
+    /// (an older daemon wrote a repaint of the screen alone; both feed).
     pub screen: String,
+    /// The history's limits; 0 (an older table) is the default.
+    #[serde(default)]
+    pub history_lines: usize,
+    #[serde(default)]
+    pub history_bytes: usize,
 }
 
 /// A short digest naming a daemon build; the host computes the same one.
@@ -164,10 +172,11 @@ fn snapshot(state: &State, binary: &str) -> Table {
     };
     Table {
         format: FORMAT,
-        listener_fd: LISTENER_FD.get().copied().unwrap_or(-1),
+        listener_fd: state.listener_fd.get().copied().unwrap_or(-1),
         install_as: (binary != room::DAEMON_PATH).then(|| room::DAEMON_PATH.to_string()),
         program_pid,
-        panes: panes::table()
+        panes: state
+            .panes
             .all()
             .iter()
             .map(|p| {
@@ -180,7 +189,9 @@ fn snapshot(state: &State, binary: &str) -> Table {
                     rows: info.rows,
                     cols: info.cols,
                     created_unix_ms: p.created_unix_ms,
-                    screen: String::from_utf8_lossy(&p.screen()).into_owned(),
+                    screen: String::from_utf8_lossy(&p.paint_all()).into_owned(),
+                    history_lines: p.limits.lines,
+                    history_bytes: p.limits.bytes,
                 }
             })
             .collect(),
@@ -235,19 +246,13 @@ fn commit(state: &State, binary: &str) -> String {
     // flight during a hand-off), so changing the environment races nothing.
     unsafe { std::env::set_var(ENV, TABLE_PATH) };
     let error = nix::unistd::execv(&path, &args).unwrap_err();
+    // SAFETY: as above, one thread.
     unsafe { std::env::remove_var(ENV) };
     for fd in &fds {
         set_cloexec(*fd, true);
     }
     let _ = std::fs::remove_file(TABLE_PATH);
     error.to_string()
-}
-
-static LISTENER_FD: OnceLock<RawFd> = OnceLock::new();
-
-/// Remembers the listening socket's fd for a later hand-off.
-pub fn set_listener_fd(fd: RawFd) {
-    let _ = LISTENER_FD.set(fd);
 }
 
 fn set_cloexec(fd: RawFd, on: bool) {
@@ -262,10 +267,12 @@ fn set_cloexec(fd: RawFd, on: bool) {
 }
 
 fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only asks about an fd number; a closed one fails.
     fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0
 }
 
 fn is_socket(fd: RawFd) -> bool {
+    // SAFETY: an all-zero stat is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes a stat into the pointer.
     unsafe { libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFSOCK }
@@ -314,7 +321,7 @@ pub fn take_inherited() -> Option<Inherited> {
 
 /// Adopts the handed-over panes; returns the supervised program's pid, for
 /// the supervisor to adopt.
-pub fn restore(inherited: Inherited) -> Option<u32> {
+pub fn restore(inherited: Inherited, state: &Arc<State>) -> Option<u32> {
     for entry in inherited.table.panes {
         if !is_open(entry.master_fd) {
             eprintln!("workroomd: pane {}: its pty fd {} did not survive the hand-off", entry.name, entry.master_fd);
@@ -323,17 +330,16 @@ pub fn restore(inherited: Inherited) -> Option<u32> {
         set_cloexec(entry.master_fd, true);
         // SAFETY: the fd is open and was this pane's master in the old image.
         let master = unsafe { OwnedFd::from_raw_fd(entry.master_fd) };
-        match Pane::adopt(
-            &entry.name,
-            entry.command,
-            entry.pid,
-            master,
-            entry.created_unix_ms,
-            entry.rows,
-            entry.cols,
-            Some(entry.screen.as_bytes()),
-        ) {
-            Ok(p) => panes::table().insert(p),
+        let adopted = Adopted {
+            command: entry.command,
+            pid: entry.pid,
+            created_unix_ms: entry.created_unix_ms,
+            rows: entry.rows,
+            cols: entry.cols,
+            limits: Limits::new(entry.history_lines, entry.history_bytes),
+        };
+        match Pane::adopt(&entry.name, adopted, master, entry.screen.as_bytes()) {
+            Ok(p) => state.panes.insert(p),
             Err(e) => eprintln!("workroomd: pane {}: cannot adopt: {e}", entry.name),
         }
     }

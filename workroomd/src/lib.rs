@@ -12,12 +12,21 @@
 //!   read by the daemon's `agents` job and printed by the host.
 //! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
+//! - [`tty`] (feature `tty`): our side of a terminal (raw mode, window size,
+//!   detach keys), for the host's `shell` and `exec -t` and the daemon's
+//!   `attach`.
+//! - [`term`] (feature `term`): a pane's terminal model: screen, compact
+//!   history, the paint a client gets and the text `capture` prints.
 //!
 //! The binary half (`src/main.rs`, feature `daemon`) is the daemon itself.
 
 pub mod agents;
 pub mod pipe;
 pub mod proto;
+#[cfg(feature = "term")]
+pub mod term;
+#[cfg(feature = "tty")]
+pub mod tty;
 pub mod users;
 
 /// The version both sides name in the hello; a mismatch is refused naming both.

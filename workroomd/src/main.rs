@@ -23,6 +23,7 @@ mod entrypoints;
 mod forward;
 mod handoff;
 mod jobs;
+mod locale;
 mod pane;
 mod panes;
 mod relay;

@@ -1,41 +1,49 @@
 //! One pane: a pty whose master the daemon holds, the program on its slave
-//! (a session leader with the pty as its controlling terminal: `login_tty`),
-//! a screen model fed by the pane's only reader, and the clients watching.
+//! (a session leader with the pty as its controlling terminal), the
+//! terminal model (`workroomd::term`) fed by the pane's only reader, and
+//! the clients watching.
 //!
-//! Tasks per pane (zellij's shape): one reader that feeds the screen and
+//! Tasks per pane (zellij's shape): one reader that feeds the model and
 //! every client and notices the program's end, one writer for typed input
 //! (a program that is not reading its stdin must never stall the reader).
 //!
-//! Slow clients: each client has a bounded queue. When it is full the reader
-//! does not wait (a pane must never be held back by a watcher, nor one
-//! watcher by another): it marks the client lagged and goes on; the client's
-//! task then throws its queue away and sends a repaint of the current screen
-//! instead (drop-and-repaint). The reader pushes to queues under the screen
-//! lock and the repaint is taken under it too, so a repaint is exactly the
-//! state before the next queued chunk.
+//! Clients get every byte, in order: the reader appends each chunk to every
+//! client's queue and never waits (the pane is never held back by a
+//! watcher, nor one watcher by another); each client's task sends its queue
+//! on at the pace its link allows. A client whose queue passes
+//! [`CLIENT_BOUND`] stops receiving: the bytes are counted as skipped
+//! (they stay in the model and its history), and once its queue has
+//! drained it gets a marker line saying how much was skipped and a paint of
+//! the screen as it is then. Queues and the model change under one lock,
+//! so a paint is exactly the state before the next queued chunk.
+//!
+//! The window size follows the latest client (tmux's `window-size
+//! latest`): the one that most recently attached, typed or resized; when it
+//! leaves, the next latest one's size applies.
 
 use crate::spawn;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch, Notify};
 use workroomd::proto::{ExitStatus, PaneInfo};
+use workroomd::term::{Limits, Paint, Terminal};
 
-/// Bytes read from a pty at once.
-const READ_CHUNK: usize = 16 * 1024;
-/// Chunks queued per client before it is marked lagged (≤ 1 MiB per client:
-/// a watcher that far behind gets a repaint, which is all it can show anyway).
-const CLIENT_QUEUE: usize = 64;
+/// Bytes read from a pty at once: a flood costs few wake-ups and frames.
+const READ_CHUNK: usize = 64 * 1024;
+/// Bytes queued for one client before it is skipped (the pane's bound on
+/// a slow client; its link's stream window holds up to 8 MiB more in
+/// flight). A few MiB: a client that far behind is seconds behind, and 16
+/// panes with a slow client each still fit in memory.
+pub const CLIENT_BOUND: usize = 4 << 20;
+/// Bytes a client's task takes from its queue for one send.
+const SEND_BATCH: usize = 256 * 1024;
 /// Input chunks queued for the writer; a client typing into a pane that does
 /// not read waits here (backpressure on that client only).
 const INPUT_QUEUE: usize = 64;
-/// Lines kept above the screen: none. The repaint shows the screen only, and
-/// nothing else reads scrollback yet, while it cost the most memory: 200 rows
-/// made 16 panes at 200x50 hold 30 MiB (bench/run; budget 16 MiB), each vt100
-/// cell being ~36 bytes. When a scroll-back view comes, add it capped in bytes.
-const SCROLLBACK_ROWS: usize = 0;
 /// A program's end is noticed on SIGCHLD; this poll is a safety net for a
 /// signal that arrived before the listener existed (a pane adopted after a
 /// hand-off whose shell ended during the exec).
@@ -46,37 +54,78 @@ pub const DEFAULT_COLS: u16 = 80;
 
 static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
 
+#[derive(Debug, thiserror::Error)]
+pub enum PaneError {
+    #[error("cannot open a pty")]
+    OpenPty(#[source] std::io::Error),
+    #[error(transparent)]
+    Spawn(#[from] spawn::SpawnError),
+    #[error("cannot run {program}")]
+    Run {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot watch the pty of pane {name}")]
+    Watch {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 pub struct Pane {
     pub name: String,
     pub command: Vec<String>,
     pub pid: i32,
     pub created_unix_ms: u64,
+    pub limits: Limits,
     master: Arc<AsyncFd<OwnedFd>>,
     input: mpsc::Sender<Vec<u8>>,
     inner: Mutex<Inner>,
+    /// Counts changes of the model; `capture` waits on it.
+    changes: watch::Sender<u64>,
 }
 
 struct Inner {
-    parser: vt100::Parser,
+    term: Terminal,
     clients: Vec<Client>,
     /// The screen changed since it was last saved.
     dirty: bool,
     ended: Option<ExitStatus>,
+    /// Orders the clients' activity, for "the latest client".
+    clock: u64,
 }
 
 struct Client {
     id: u64,
-    tx: mpsc::Sender<Vec<u8>>,
-    lagged: Arc<AtomicBool>,
+    /// The daemon connection it came on; a resize on that connection is its.
+    conn: u64,
+    size: Option<(u16, u16)>,
+    active: u64,
+    queue: VecDeque<Arc<[u8]>>,
+    queued: usize,
+    skipped: u64,
+    wake: Arc<Notify>,
 }
 
-/// What an attaching client gets: its queue, its lag flag and the repaint
-/// that comes before the first queued chunk.
+/// What an attaching client gets: its id, what wakes its task, and the
+/// paint that comes before the first queued chunk.
 pub struct Attachment {
     pub id: u64,
-    pub rx: mpsc::Receiver<Vec<u8>>,
-    pub lagged: Arc<AtomicBool>,
-    pub repaint: Vec<u8>,
+    pub wake: Arc<Notify>,
+    pub paint: Vec<u8>,
+}
+
+/// What a client's task sends next.
+pub enum Next {
+    Bytes(Vec<u8>),
+    /// It was skipped: the marker and a paint.
+    Resync(Vec<u8>),
+    /// The program ended; every byte before its end was taken.
+    Ended(ExitStatus),
+    /// The client is no longer registered.
+    Gone,
 }
 
 /// How to start a pane's program.
@@ -87,158 +136,239 @@ pub struct Spawn<'a> {
     pub cwd: Option<&'a str>,
     pub rows: u16,
     pub cols: u16,
+    pub limits: Limits,
+    /// Bytes the model shows before the program's first output (the last
+    /// screen of the pane this one replaces, a note about the shell).
+    pub preamble: &'a [u8],
 }
 
 impl Pane {
     /// Opens a pty and starts the program on it. Must run inside the runtime.
-    pub fn spawn(name: &str, spec: Spawn<'_>) -> Result<Arc<Pane>, String> {
-        let (master, slave) = open_pty(spec.rows, spec.cols).map_err(|e| format!("cannot open a pty: {e}"))?;
+    pub fn spawn(name: &str, spec: Spawn<'_>) -> Result<Arc<Pane>, PaneError> {
+        let (master, slave) = open_pty(spec.rows, spec.cols).map_err(|e| PaneError::OpenPty(e.into()))?;
         if let Some(u) = spec.user {
-            // What grantpt does: the user owns its terminal, so programs that
-            // reopen it (`tty`, ssh, sudo) can.
-            let _ = nix::unistd::fchown(&slave, Some(u.uid.into()), None);
+            // What grantpt did once: the user owns its terminal, so programs
+            // that reopen it (`tty`, ssh, sudo) can.
+            let _ = rustix::fs::fchown(&slave, Some(rustix::fs::Uid::from_raw(u.uid)), None);
         }
         let mut cmd = spawn::command(spec.argv, spec.user, spec.env, spec.cwd, false)?;
         cmd.env("TERM", spec.env.get("TERM").map(String::as_str).unwrap_or("xterm-256color"));
         let std_cmd = cmd.as_std_mut();
-        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("cannot duplicate the pty: {e}"));
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(PaneError::OpenPty);
         std_cmd
             .stdin(std::process::Stdio::from(dup(&slave)?))
             .stdout(std::process::Stdio::from(dup(&slave)?))
             .stderr(std::process::Stdio::from(dup(&slave)?));
-        // SAFETY: only ioctl, async-signal-safe. spawn::command's own hook ran
-        // first (setsid, then the user's ids), so this session leader takes the
-        // pty as its controlling terminal: login_tty's semantics.
+        // SAFETY: the hook makes one raw syscall (ioctl), async-signal-safe.
+        // spawn::command's own hook ran first (setsid, then the user's ids),
+        // so this session leader takes the pty as its controlling terminal:
+        // login_tty's semantics.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(std_cmd, || {
-                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
+                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin()).map_err(std::io::Error::from)
             });
         }
         // Spawned by std, not tokio: the daemon reaps panes itself (waitpid
         // on the pid) so that a pane adopted after a hand-off, which tokio
         // never started, is reaped the same way.
-        let child = std_cmd.spawn().map_err(|e| format!("cannot run {}: {e}", spec.argv[0]))?;
+        let child = std_cmd.spawn().map_err(|source| PaneError::Run { program: spec.argv[0].clone(), source })?;
         drop(slave);
         let pid = child.id() as i32;
         drop(child);
-        let pane = Pane::adopt(name, spec.argv.to_vec(), pid, master, now_ms(), spec.rows, spec.cols, None)
-            .map_err(|e| format!("cannot watch the pty: {e}"))?;
-        Ok(pane)
+        let adopted = Adopted {
+            command: spec.argv.to_vec(),
+            pid,
+            created_unix_ms: now_ms(),
+            rows: spec.rows,
+            cols: spec.cols,
+            limits: spec.limits,
+        };
+        Pane::adopt(name, adopted, master, spec.preamble)
+            .map_err(|source| PaneError::Watch { name: name.to_string(), source })
     }
 
     /// A pane around a running program and its pty master (after `spawn`,
-    /// or from a hand-off table); `screen` repaints the model first.
-    #[allow(clippy::too_many_arguments)]
-    pub fn adopt(
-        name: &str,
-        command: Vec<String>,
-        pid: i32,
-        master: OwnedFd,
-        created_unix_ms: u64,
-        rows: u16,
-        cols: u16,
-        screen: Option<&[u8]>,
-    ) -> std::io::Result<Arc<Pane>> {
-        set_nonblocking(master.as_raw_fd())?;
+    /// or from a hand-off table); `preamble` is fed to the model first.
+    pub fn adopt(name: &str, a: Adopted, master: OwnedFd, preamble: &[u8]) -> std::io::Result<Arc<Pane>> {
+        rustix::io::ioctl_fionbio(&master, true)?;
         // SAFETY: the pane owns the fd alone and it lives in the AsyncFd until
         // the pane is dropped (or crosses a hand-off, which is an exec).
-        let master = Arc::new(unsafe { AsyncFd::register(master) }.map_err(std::io::Error::from)?);
-        let mut parser = vt100::Parser::new(rows.max(1), cols.max(1), SCROLLBACK_ROWS);
-        if let Some(screen) = screen {
-            parser.process(screen);
-        }
+        let master = Arc::new(unsafe { AsyncFd::register(master) }?);
+        let mut term = Terminal::new(a.rows.max(1), a.cols.max(1), a.limits);
+        term.feed(preamble);
         let (input, input_rx) = mpsc::channel(INPUT_QUEUE);
         let pane = Arc::new(Pane {
             name: name.to_string(),
-            command,
-            pid,
-            created_unix_ms,
+            command: a.command,
+            pid: a.pid,
+            created_unix_ms: a.created_unix_ms,
+            limits: a.limits,
             master: master.clone(),
             input,
-            inner: Mutex::new(Inner { parser, clients: Vec::new(), dirty: true, ended: None }),
+            inner: Mutex::new(Inner { term, clients: Vec::new(), dirty: true, ended: None, clock: 0 }),
+            changes: watch::Sender::new(0),
         });
         tokio::spawn(write_input(master, input_rx));
         Ok(pane)
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("pane lock")
+    }
+
     /// Runs the pane's reader until its program ended; returns how it ended.
     pub async fn run(self: Arc<Pane>) -> ExitStatus {
         let status = read_until_exit(&self).await;
-        let mut inner = self.inner.lock().expect("pane lock");
+        let mut inner = self.lock();
         inner.ended = Some(status);
-        // Dropping the senders ends every client's queue after what it holds;
-        // the client then sends Exit and Eof.
-        inner.clients.clear();
+        // Each client sends what it holds, then the end.
+        for client in &inner.clients {
+            client.wake.notify_one();
+        }
+        drop(inner);
+        self.changes.send_modify(|n| *n += 1);
         status
     }
 
     fn output(&self, bytes: &[u8]) {
-        let mut inner = self.inner.lock().expect("pane lock");
-        inner.parser.process(bytes);
+        let mut inner = self.lock();
+        inner.term.feed(bytes);
         inner.dirty = true;
-        inner.clients.retain(|c| match c.tx.try_send(bytes.to_vec()) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                c.lagged.store(true, Ordering::Release);
-                true
+        let chunk: Arc<[u8]> = Arc::from(bytes);
+        for c in &mut inner.clients {
+            if c.skipped > 0 {
+                c.skipped += bytes.len() as u64;
+            } else if c.queued + bytes.len() > CLIENT_BOUND {
+                c.skipped = bytes.len() as u64;
+            } else {
+                c.queue.push_back(chunk.clone());
+                c.queued += bytes.len();
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        });
+            c.wake.notify_one();
+        }
+        drop(inner);
+        self.changes.send_modify(|n| *n += 1);
     }
 
-    /// Registers a client; its repaint and its queue start at the same point.
-    pub fn attach(&self) -> Option<Attachment> {
-        let mut inner = self.inner.lock().expect("pane lock");
+    /// Registers a client (of connection `conn`, with its window size); it
+    /// becomes the latest, so the pane takes its size before the paint.
+    pub fn attach(&self, conn: u64, size: Option<(u16, u16)>, history: bool) -> Option<Attachment> {
+        let mut inner = self.lock();
         if inner.ended.is_some() {
             return None;
         }
-        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
-        let lagged = Arc::new(AtomicBool::new(false));
+        inner.clock += 1;
         let id = NEXT_CLIENT.fetch_add(1, Ordering::Relaxed);
-        inner.clients.push(Client { id, tx, lagged: lagged.clone() });
-        Some(Attachment { id, rx, lagged, repaint: repaint(&inner.parser) })
+        let wake = Arc::new(Notify::new());
+        let size = size.filter(|(r, c)| *r > 0 && *c > 0);
+        let active = inner.clock;
+        inner.clients.push(Client {
+            id,
+            conn,
+            size,
+            active,
+            queue: VecDeque::new(),
+            queued: 0,
+            skipped: 0,
+            wake: wake.clone(),
+        });
+        let _ = self.apply_latest(&mut inner);
+        let paint = inner.term.paint(Paint::Attach { history });
+        Some(Attachment { id, wake, paint })
     }
 
-    /// For a lagged client: drops its queue and returns the current screen.
-    pub fn resync(&self, attachment: &mut Attachment) -> Vec<u8> {
-        let inner = self.inner.lock().expect("pane lock");
-        while attachment.rx.try_recv().is_ok() {}
-        attachment.lagged.store(false, Ordering::Release);
-        repaint(&inner.parser)
+    /// What client `id` sends next; `None` when there is nothing yet (wait
+    /// on its `wake`).
+    pub fn next(&self, id: u64) -> Option<Next> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let Some(c) = inner.clients.iter_mut().find(|c| c.id == id) else { return Some(Next::Gone) };
+        if !c.queue.is_empty() {
+            let mut out = Vec::with_capacity(c.queued.min(SEND_BATCH));
+            while let Some(chunk) = c.queue.front() {
+                if !out.is_empty() && out.len() + chunk.len() > SEND_BATCH {
+                    break;
+                }
+                out.extend_from_slice(chunk);
+                c.queued -= chunk.len();
+                c.queue.pop_front();
+            }
+            return Some(Next::Bytes(out));
+        }
+        if c.skipped > 0 {
+            let skipped = std::mem::take(&mut c.skipped);
+            return Some(Next::Resync(inner.term.paint(Paint::Resync { skipped })));
+        }
+        inner.ended.map(Next::Ended)
     }
 
     pub fn detach(&self, id: u64) {
-        self.inner.lock().expect("pane lock").clients.retain(|c| c.id != id);
+        let mut inner = self.lock();
+        let before = inner.clients.len();
+        inner.clients.retain(|c| c.id != id);
+        if inner.clients.len() != before {
+            let _ = self.apply_latest(&mut inner);
+        }
     }
 
-    pub fn ended(&self) -> Option<ExitStatus> {
-        self.inner.lock().expect("pane lock").ended
-    }
-
-    pub async fn type_in(&self, bytes: Vec<u8>) {
+    /// Types into the pane; a client typing becomes the latest.
+    pub async fn type_in(&self, client: Option<u64>, bytes: Vec<u8>) {
+        if let Some(id) = client {
+            let mut inner = self.lock();
+            let latest = inner.clients.iter().max_by_key(|c| c.active).map(|c| c.id);
+            if latest != Some(id) {
+                inner.clock += 1;
+                let clock = inner.clock;
+                if let Some(c) = inner.clients.iter_mut().find(|c| c.id == id) {
+                    c.active = clock;
+                }
+                let _ = self.apply_latest(&mut inner);
+            }
+        }
         let _ = self.input.send(bytes).await;
     }
 
-    pub fn resize(&self, rows: u16, cols: u16) -> std::io::Result<()> {
+    /// A new window size from connection `conn`: its client's, if it has
+    /// one here (which then is the latest), else the pane's directly.
+    pub fn resize(&self, conn: u64, rows: u16, cols: u16) -> std::io::Result<()> {
         if rows == 0 || cols == 0 {
             return Ok(());
         }
-        let mut inner = self.inner.lock().expect("pane lock");
-        if inner.parser.screen().size() == (rows, cols) {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let clock = inner.clock;
+        match inner.clients.iter_mut().find(|c| c.conn == conn) {
+            Some(c) => {
+                c.size = Some((rows, cols));
+                c.active = clock;
+                self.apply_latest(&mut inner)
+            }
+            None => self.set_size(&mut inner, rows, cols),
+        }
+    }
+
+    fn apply_latest(&self, inner: &mut Inner) -> std::io::Result<()> {
+        let latest = inner.clients.iter().filter(|c| c.size.is_some()).max_by_key(|c| c.active).and_then(|c| c.size);
+        match latest {
+            Some((rows, cols)) => self.set_size(inner, rows, cols),
+            None => Ok(()),
+        }
+    }
+
+    fn set_size(&self, inner: &mut Inner, rows: u16, cols: u16) -> std::io::Result<()> {
+        if inner.term.size() == (rows, cols) {
             return Ok(());
         }
-        set_winsize(self.master.get_ref().as_raw_fd(), rows, cols)?;
-        inner.parser.set_size(rows, cols);
+        set_winsize(self.master.get_ref(), rows, cols)?;
+        inner.term.resize(rows, cols);
         inner.dirty = true;
+        self.changes.send_modify(|n| *n += 1);
         Ok(())
     }
 
     pub fn info(&self) -> PaneInfo {
-        let inner = self.inner.lock().expect("pane lock");
-        let (rows, cols) = inner.parser.screen().size();
+        let inner = self.lock();
+        let (rows, cols) = inner.term.size();
         PaneInfo {
             name: self.name.clone(),
             command: self.command.clone(),
@@ -247,18 +377,33 @@ impl Pane {
             cols,
             clients: inner.clients.len() as u32,
             created_unix_ms: self.created_unix_ms,
+            history: inner.term.history_lines() as u64,
         }
     }
 
-    /// The screen as bytes that repaint it, if it changed since last asked.
+    /// The screen as lines, if it changed since last asked (for saving).
     pub fn take_dirty_screen(&self) -> Option<Vec<u8>> {
-        let mut inner = self.inner.lock().expect("pane lock");
-        std::mem::take(&mut inner.dirty).then(|| repaint(&inner.parser))
+        let mut inner = self.lock();
+        std::mem::take(&mut inner.dirty).then(|| inner.term.screen_lines())
     }
 
-    /// The screen now, for a hand-off.
-    pub fn screen(&self) -> Vec<u8> {
-        repaint(&self.inner.lock().expect("pane lock").parser)
+    /// Everything the model holds as bytes that rebuild it, for a hand-off.
+    pub fn paint_all(&self) -> Vec<u8> {
+        self.lock().term.paint(Paint::Attach { history: true })
+    }
+
+    /// The model's text now and the change count it belongs to.
+    pub fn capture(&self, lines: Option<usize>, escapes: bool, history: bool) -> (u64, Vec<u8>) {
+        let inner = self.lock();
+        (*self.changes.borrow(), inner.term.capture(lines, escapes, history))
+    }
+
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub fn size(&self) -> (u16, u16) {
+        self.lock().term.size()
     }
 
     pub fn master_fd(&self) -> RawFd {
@@ -275,12 +420,14 @@ impl Pane {
     }
 }
 
-/// Clear, home, then the screen with its attributes and the cursor where it
-/// was, plus input modes (bracketed paste, application keys) and the title.
-fn repaint(parser: &vt100::Parser) -> Vec<u8> {
-    let mut out = b"\x1b[H\x1b[2J".to_vec();
-    out.extend_from_slice(&parser.screen().state_formatted());
-    out
+/// What a pane is made of besides its pty, for [`Pane::adopt`].
+pub struct Adopted {
+    pub command: Vec<String>,
+    pub pid: i32,
+    pub created_unix_ms: u64,
+    pub rows: u16,
+    pub cols: u16,
+    pub limits: Limits,
 }
 
 async fn read_until_exit(pane: &Pane) -> ExitStatus {
@@ -297,7 +444,7 @@ async fn read_until_exit(pane: &Pane) -> ExitStatus {
         tokio::select! {
             ready = pane.master.readable(), if !eof => {
                 let Ok(mut guard) = ready else { eof = true; continue };
-                match guard.try_io(|fd| read_fd(fd.get_ref().as_raw_fd(), &mut buf)) {
+                match guard.try_io(|fd| rustix::io::read(fd.get_ref(), &mut buf[..]).map_err(std::io::Error::from)) {
                     Ok(Ok(0)) | Ok(Err(_)) => eof = true, // EIO: every slave holder closed it
                     Ok(Ok(n)) => pane.output(&buf[..n]),
                     Err(_would_block) => {}
@@ -310,7 +457,7 @@ async fn read_until_exit(pane: &Pane) -> ExitStatus {
 }
 
 fn drain(pane: &Pane, buf: &mut [u8]) {
-    while let Ok(n) = read_fd(pane.master.get_ref().as_raw_fd(), buf) {
+    while let Ok(n) = rustix::io::read(pane.master.get_ref(), &mut buf[..]) {
         if n == 0 {
             break;
         }
@@ -335,7 +482,7 @@ async fn write_input(master: Arc<AsyncFd<OwnedFd>>, mut rx: mpsc::Receiver<Vec<u
         let mut at = 0;
         while at < bytes.len() {
             let Ok(mut guard) = master.writable().await else { return };
-            match guard.try_io(|fd| write_fd(fd.get_ref().as_raw_fd(), &bytes[at..])) {
+            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), &bytes[at..]).map_err(std::io::Error::from)) {
                 Ok(Ok(n)) => at += n,
                 Ok(Err(_)) => return,
                 Err(_would_block) => {}
@@ -344,65 +491,33 @@ async fn write_input(master: Arc<AsyncFd<OwnedFd>>, mut rx: mpsc::Receiver<Vec<u
     }
 }
 
-fn read_fd(fd: RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
-    // SAFETY: the buffer is valid for its length.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-fn write_fd(fd: RawFd, buf: &[u8]) -> std::io::Result<usize> {
-    // SAFETY: the buffer is valid for its length.
-    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// `/dev/ptmx` by hand rather than `openpty(3)`: a static glibc's openpty
-/// may consult NSS for the tty group, which cannot work here; devpts does the
-/// ownership itself.
-fn open_pty(rows: u16, cols: u16) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let check = |rc: libc::c_int| if rc < 0 { Err(std::io::Error::last_os_error()) } else { Ok(rc) };
-    // SAFETY: plain syscalls on fds we own; the path is NUL-terminated.
-    unsafe {
-        let master = check(libc::open(c"/dev/ptmx".as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC))?;
-        let master = OwnedFd::from_raw_fd(master);
-        let unlock: libc::c_int = 0;
-        check(libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock))?;
-        let mut number: libc::c_uint = 0;
-        check(libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number))?;
-        let path = std::ffi::CString::new(format!("/dev/pts/{number}")).expect("no NUL");
-        let slave = check(libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC))?;
-        let slave = OwnedFd::from_raw_fd(slave);
-        set_winsize(master.as_raw_fd(), rows, cols)?;
-        Ok((master, slave))
-    }
-}
-
-fn set_winsize(fd: RawFd, rows: u16, cols: u16) -> std::io::Result<()> {
-    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
-    // SAFETY: TIOCSWINSZ reads a winsize from the pointer.
-    if unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl on an fd we hold.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(std::io::Error::last_os_error());
+/// A pty pair through rustix's direct syscalls rather than `openpty(3)`: a
+/// static glibc's openpty may consult NSS for the tty group, which cannot
+/// work here. The slave is opened through the master (`TIOCGPTPEER`), so
+/// no `/dev/pts` path is looked up; `ptsname` is the fallback for kernels
+/// before 4.13.
+fn open_pty(rows: u16, cols: u16) -> rustix::io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::pty::{grantpt, ioctl_tiocgptpeer, openpt, ptsname, unlockpt, OpenptFlags};
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = openpt(flags)?;
+    grantpt(&master)?;
+    unlockpt(&master)?;
+    let slave = match ioctl_tiocgptpeer(&master, flags) {
+        Ok(slave) => slave,
+        Err(_) => {
+            let name = ptsname(&master, Vec::new())?;
+            use rustix::fs::{Mode, OFlags};
+            rustix::fs::open(name.as_c_str(), OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC, Mode::empty())?
         }
-    }
-    Ok(())
+    };
+    set_winsize(&master, rows, cols)
+        .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO))?;
+    Ok((master, slave))
+}
+
+fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) -> std::io::Result<()> {
+    let ws = rustix::termios::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    rustix::termios::tcsetwinsize(fd, ws).map_err(std::io::Error::from)
 }
 
 pub fn now_ms() -> u64 {

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use workroomd::proto::{Event, ExitStatus, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle};
+use workroomd::proto::{
+    Event, ExitStatus, Hello, Link, ProgramStatus, Request, Response, Role, RunRequest, StreamHandle,
+};
 use workroomd::room;
 
 /// Output is read from a child in chunks of this size; each becomes one
@@ -99,21 +101,21 @@ async fn serve(options: Options) -> i32 {
             }
         },
     };
-    crate::handoff::set_listener_fd(std::os::fd::AsRawFd::as_raw_fd(&listener));
     let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
+    let _ = state.listener_fd.set(std::os::fd::AsRawFd::as_raw_fd(&listener));
     eprintln!("workroomd {} serving (boot {})", workroomd::VERSION, state.boot_id);
     let adopted = match inherited {
         // A hand-off: the panes and the program run on; adopt them.
-        Some(inherited) => crate::handoff::restore(inherited),
+        Some(inherited) => crate::handoff::restore(inherited, &state),
         None => {
-            crate::panes::load_ended(&state.boot_id, state.started_at_unix_ms);
+            state.panes.load_ended(&state.boot_id, state.started_at_unix_ms);
             None
         }
     };
     if !options.program.is_empty() {
         tokio::spawn(supervise(state.clone(), options, adopted));
     }
-    tokio::spawn(crate::panes::keep_screens(state.boot_id.clone()));
+    tokio::spawn(crate::panes::keep_screens(state.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
         tokio::select! {
@@ -151,17 +153,42 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
         eprintln!("workroomd: refused a connection on {}: {refused}", room::SOCKET_PATH);
         return;
     }
-    let link = match Link::handshake(stream, Role::Daemon).await {
-        Ok((link, _peer)) => link,
+    let ours = Hello::new(Role::Daemon);
+    let handshake = match crate::relay::accept(&stream).await {
+        // A relay's stdin and stdout carry the link; the socket stays open
+        // (the relay waits on it) until this function returns.
+        Ok(crate::relay::Accepted::Stdio { input, output }) => Link::handshake_with(input, output, ours).await,
+        Ok(crate::relay::Accepted::Socket { first }) => {
+            let (reader, writer) = stream.into_split();
+            let first =
+                tokio::io::AsyncReadExt::chain(std::io::Cursor::new(first.into_iter().collect::<Vec<u8>>()), reader);
+            let (link, _) = match Link::handshake_with(first, writer, ours).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("workroomd: refused a connection: {e}");
+                    return;
+                }
+            };
+            return serve_link(state, link).await;
+        }
         Err(e) => {
-            eprintln!("workroomd: refused a connection: {e}");
+            eprintln!("workroomd: a connection ended before it began: {e}");
             return;
         }
     };
+    match handshake {
+        Ok((link, _peer)) => serve_link(state, link).await,
+        Err(e) => eprintln!("workroomd: refused a connection: {e}"),
+    }
+    drop(stream);
+}
+
+async fn serve_link(state: Arc<State>, link: Link) {
     // Commands a host started end when that host goes away: a hook of an
     // `up` that was killed has nobody to report to, and the next `up` runs
     // it again (its claim is abandoned), so a survivor would run beside it.
     let (gone, host_gone) = tokio::sync::watch::channel(false);
+    let conn = state.next_conn();
     while let Some((request, handle)) = link.accept().await {
         // The offer needs the link itself: the daemon opens streams back.
         if let Request::OfferCredentials { user, ssh_agent, git_credentials } = request {
@@ -170,13 +197,14 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
             tokio::spawn(offer);
             continue;
         }
-        tokio::spawn(handle_request(state.clone(), request, handle, host_gone.clone()));
+        tokio::spawn(handle_request(state.clone(), conn, request, handle, host_gone.clone()));
     }
     let _ = gone.send(true);
 }
 
 async fn handle_request(
     state: Arc<State>,
+    conn: u64,
     request: Request,
     handle: StreamHandle,
     host_gone: tokio::sync::watch::Receiver<bool>,
@@ -207,11 +235,17 @@ async fn handle_request(
         Request::SshAgent | Request::GitCredential { .. } => {
             handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
         }
-        Request::OpenPane(pane) => crate::panes::open(&handle, pane).await,
-        Request::Attach { pane, rows, cols } => crate::panes::attach(&handle, &pane, rows, cols).await,
-        Request::ResizePane { pane, rows, cols } => crate::panes::resize(&handle, &pane, rows, cols).await,
-        Request::ListPanes => crate::panes::list(&handle).await,
-        Request::KillPane { pane } => crate::panes::kill(&handle, &pane).await,
+        Request::OpenPane(pane) => crate::panes::open(&state, &handle, pane).await,
+        Request::Attach { pane, rows, cols, history } => {
+            crate::panes::attach(&state, &handle, conn, &pane, (rows, cols), history).await
+        }
+        Request::ResizePane { pane, rows, cols } => {
+            crate::panes::resize(&state, &handle, conn, &pane, rows, cols).await
+        }
+        Request::ListPanes => crate::panes::list(&state, &handle).await,
+        Request::KillPane { pane } => crate::panes::kill(&state, &handle, &pane).await,
+        Request::CapturePane(capture) => crate::panes::capture(&state, &handle, capture).await,
+        Request::TypeIn { pane, text } => crate::panes::type_in(&state, &handle, &pane, text).await,
         Request::HandOff { binary, force, dry_run } => {
             crate::handoff::handle(&handle, &state, &binary, force, dry_run).await
         }
@@ -240,11 +274,11 @@ async fn run_command(
 ) -> Result<(), workroomd::proto::StreamError> {
     let user = match run.user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
-        Err(e) => return handle.reply(Response::error(format!("user {}: {e}", run.user.unwrap_or_default()))).await,
+        Err(e) => return handle.reply(Response::failed(&e)).await,
     };
     let mut cmd = match spawn::command(&run.argv, user.as_ref(), &run.env, run.cwd.as_deref(), run.login_shell) {
         Ok(c) => c,
-        Err(e) => return handle.reply(Response::error(e)).await,
+        Err(e) => return handle.reply(Response::failed(&e)).await,
     };
     cmd.stdin(if run.stdin { std::process::Stdio::piped() } else { std::process::Stdio::null() })
         .stdout(std::process::Stdio::piped())
@@ -335,8 +369,7 @@ async fn run_command(
 /// own (see `spawn::command`), so `sh -c "a; b"` does not leave `b` behind.
 fn kill_group(child: &mut tokio::process::Child) {
     if let Some(pid) = child.id() {
-        // SAFETY: kill(2) with a negative pid signals that process group.
-        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
     }
     let _ = child.start_kill();
 }
@@ -352,7 +385,7 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
         Ok(u) => u,
         Err(e) => {
             eprintln!("workroomd: program: user {}: {e}", options.program_user.unwrap_or_default());
-            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e };
+            *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e.to_string() };
             return;
         }
     };
@@ -367,8 +400,9 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
                 crate::handoff::wait_adopted(pid).await
             }
             None => {
-                let spawned =
-                    spawn::command(&options.program, user.as_ref(), &env, Some(cwd), false).and_then(|mut c| {
+                let spawned = spawn::command(&options.program, user.as_ref(), &env, Some(cwd), false)
+                    .map_err(|e| e.to_string())
+                    .and_then(|mut c| {
                         c.stdin(std::process::Stdio::null())
                             .spawn()
                             .map_err(|e| format!("cannot run {}: {e}", options.program[0]))

@@ -1,12 +1,18 @@
-//! What the daemon knows of its room: identity, the supervised program and
-//! the lifecycle markers. Markers persist in the container's filesystem, so a
+//! What the daemon knows of its room: identity, the supervised program,
+//! the lifecycle markers, its panes and its listening socket. One `State`
+//! is made at start and passed to every task (as mini-redis passes its
+//! `Db`); nothing of it is a process static.
+//!
+//! Markers Markers persist in the container's filesystem, so a
 //! container restart (new daemon process) still knows which once-only hooks
 //! ran; they are written atomically (temp file + rename).
 
+use crate::panes::Panes;
 use std::collections::BTreeMap;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use workroomd::proto::{DaemonStatus, ProgramStatus};
 
 pub struct State {
@@ -15,6 +21,10 @@ pub struct State {
     pub program: Mutex<ProgramStatus>,
     /// How often the supervised program was restarted since this start.
     pub program_restarts: AtomicU32,
+    pub panes: Arc<Panes>,
+    /// The listening socket's fd, for a hand-off to pass on.
+    pub listener_fd: OnceLock<RawFd>,
+    next_conn: AtomicU64,
     markers: Mutex<BTreeMap<String, String>>,
     markers_file: PathBuf,
     /// The room's mount namespace: who may use the sockets served here.
@@ -37,6 +47,9 @@ impl State {
             started_at_unix_ms,
             program: Mutex::new(ProgramStatus::NotConfigured),
             program_restarts: AtomicU32::new(0),
+            panes: Arc::default(),
+            listener_fd: OnceLock::new(),
+            next_conn: AtomicU64::new(1),
             markers: Mutex::new(markers),
             markers_file,
             namespace: crate::admit::Namespace::own(),
@@ -54,6 +67,11 @@ impl State {
             program: self.program.lock().expect("program lock").clone(),
             program_restarts: self.program_restarts.load(Ordering::Relaxed),
         }
+    }
+
+    /// A number for a new connection: a pane's client is known by it.
+    pub fn next_conn(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn markers(&self) -> BTreeMap<String, String> {

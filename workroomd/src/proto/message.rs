@@ -169,6 +169,13 @@ pub enum Request {
     /// (the pane goes on). When the pane's program ends: `Exit`, then `Eof`.
     /// A pane that ended with its room's restart answers
     /// [`Response::PaneEnded`] (then `Eof`).
+    ///
+    /// The first `Data` is a paint: the pane's history (unless `history`
+    /// is false: a client reattaching after a hand-off has it already),
+    /// then its screen, alternate screen, modes and title. Every byte the
+    /// pane writes follows, in order; a client that falls more than its
+    /// bound behind gets a marker line and a new paint instead of what it
+    /// missed. The latest client's size is the pane's.
     Attach {
         pane: String,
         /// The client's window; 0 keeps the pane's size.
@@ -176,7 +183,14 @@ pub enum Request {
         rows: u16,
         #[serde(default)]
         cols: u16,
+        #[serde(default = "yes")]
+        history: bool,
     },
+    /// The text of a pane: [`Response::Captured`], then the text as
+    /// `Data`, then `Eof`.
+    CapturePane(CaptureRequest),
+    /// Types `text` into a pane as if a client had: [`Response::Done`].
+    TypeIn { pane: String, text: String },
     /// Sets a pane's window size (its program gets `SIGWINCH`): [`Response::Done`].
     ResizePane { pane: String, rows: u16, cols: u16 },
     /// [`Response::Panes`].
@@ -196,6 +210,10 @@ pub enum Request {
     },
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// The largest git credential request either side passes on: git's
 /// credential descriptions are a few short `key=value` lines, and a request
 /// travels in one frame; anything this large is not a credential.
@@ -207,9 +225,12 @@ impl Request {
     /// protocol.
     pub fn is_streaming(&self) -> bool {
         match self {
-            Request::Run(_) | Request::Echo | Request::Connect { .. } | Request::SshAgent | Request::Attach { .. } => {
-                true
-            }
+            Request::Run(_)
+            | Request::Echo
+            | Request::Connect { .. }
+            | Request::SshAgent
+            | Request::Attach { .. }
+            | Request::CapturePane(_) => true,
             Request::Status
             | Request::Users
             | Request::GetMarkers
@@ -220,6 +241,7 @@ impl Request {
             | Request::ResizePane { .. }
             | Request::ListPanes
             | Request::KillPane { .. }
+            | Request::TypeIn { .. }
             | Request::HandOff { .. } => false,
         }
     }
@@ -276,6 +298,35 @@ pub struct PaneRequest {
     pub rows: u16,
     #[serde(default)]
     pub cols: u16,
+    /// Lines of history the pane keeps; 0 is the daemon's default.
+    #[serde(default)]
+    pub history_lines: u32,
+    /// The history's cap in bytes; 0 is the daemon's default.
+    #[serde(default)]
+    pub history_bytes: u64,
+    /// The client's `LANG` and `LC_*`: each is used when the image has that
+    /// locale, else `C.UTF-8` where the image provides it.
+    #[serde(default)]
+    pub locale: BTreeMap<String, String>,
+}
+
+/// What to capture of a pane (see [`Request::CapturePane`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureRequest {
+    pub pane: String,
+    /// The last `lines` lines only.
+    #[serde(default)]
+    pub lines: Option<u32>,
+    /// Colours and attributes as SGR escapes.
+    #[serde(default)]
+    pub escapes: bool,
+    /// The screen alone, without the history.
+    #[serde(default)]
+    pub screen_only: bool,
+    /// Answer only once the pane changed since this count (from an earlier
+    /// [`Response::Captured`]), or after a while without change.
+    #[serde(default)]
+    pub changed_since: Option<u64>,
 }
 
 /// One pane, as [`Response::Panes`] and [`Response::PaneOpened`] show it.
@@ -289,6 +340,9 @@ pub struct PaneInfo {
     /// Clients attached now.
     pub clients: u32,
     pub created_unix_ms: u64,
+    /// Lines in its history now.
+    #[serde(default)]
+    pub history: u64,
 }
 
 /// What a pane that ended with its room's restart left (see [`Request::Attach`]).
@@ -370,6 +424,13 @@ pub enum Response {
         digest: String,
         version: String,
     },
+    /// [`Request::CapturePane`]: the text follows as `Data`. `changes`
+    /// counts the pane's changes (for `changed_since`).
+    Captured {
+        changes: u64,
+        rows: u16,
+        cols: u16,
+    },
     /// A request that has nothing to answer succeeded.
     Done,
     /// The request failed; a streaming request's stream ends here too.
@@ -381,6 +442,19 @@ pub enum Response {
 impl Response {
     pub fn error(message: impl Into<String>) -> Response {
         Response::Error { message: message.into() }
+    }
+
+    /// An error with its whole chain of causes on one line (`a: b: c`):
+    /// the host cannot walk the chain of an error that crossed the wire.
+    pub fn failed(error: &dyn std::error::Error) -> Response {
+        let mut message = error.to_string();
+        let mut cause = error.source();
+        while let Some(e) = cause {
+            message.push_str(": ");
+            message.push_str(&e.to_string());
+            cause = e.source();
+        }
+        Response::Error { message }
     }
 
     /// Whether this reply ends its stream: the request does not stream, or
@@ -548,8 +622,10 @@ mod tests {
 
     #[test]
     fn attach_streams_and_the_other_pane_requests_do_not() {
-        assert!(Request::Attach { pane: "main".into(), rows: 24, cols: 80 }.is_streaming());
+        assert!(Request::Attach { pane: "main".into(), rows: 24, cols: 80, history: true }.is_streaming());
+        assert!(Request::CapturePane(CaptureRequest::default()).is_streaming());
         for request in [
+            Request::TypeIn { pane: "main".into(), text: "x".into() },
             Request::OpenPane(PaneRequest::default()),
             Request::ResizePane { pane: "main".into(), rows: 1, cols: 1 },
             Request::ListPanes,
@@ -563,7 +639,8 @@ mod tests {
     #[test]
     fn pane_requests_read_with_defaults_and_hand_off_outcomes_are_snake_case() {
         let request: Request = serde_json::from_str(r#"{"op":"attach","pane":"main"}"#).unwrap();
-        assert_eq!(request, Request::Attach { pane: "main".into(), rows: 0, cols: 0 });
+        // An older client's attach replays the history, as every attach did.
+        assert_eq!(request, Request::Attach { pane: "main".into(), rows: 0, cols: 0, history: true });
         let request: Request = serde_json::from_str(r#"{"op":"open_pane","name":"w"}"#).unwrap();
         assert_eq!(request, Request::OpenPane(PaneRequest { name: "w".into(), ..Default::default() }));
         let reply =

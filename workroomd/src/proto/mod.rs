@@ -127,8 +127,8 @@ pub use link::{
     Link, LinkError, HANDSHAKE_TIMEOUT, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD,
 };
 pub use message::{
-    DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, PaneInfo, PaneRequest, ProgramStatus, Reason,
-    Request, Response, Role, RunRequest, MAX_CREDENTIAL_INPUT,
+    CaptureRequest, DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, PaneInfo, PaneRequest,
+    ProgramStatus, Reason, Request, Response, Role, RunRequest, MAX_CREDENTIAL_INPUT,
 };
 pub use stream::{Event, StreamError, StreamHandle};
 

@@ -1,0 +1,190 @@
+//! Our side of a terminal, shared by the host's `workroom shell` and `exec
+//! -t` and the daemon's `workroomd attach`: its window size, raw mode for
+//! as long as a guard lives, and the detach keys in docker's notation.
+//!
+//! Through rustix's direct syscalls: no `unsafe` here, and nothing that a
+//! static binary without NSS could trip on.
+
+use rustix::termios::{self, OptionalActions, Termios};
+use std::os::fd::AsFd;
+
+/// Docker's own default, so hands that know `docker attach` know this.
+pub const DEFAULT_DETACH_KEYS: &str = "ctrl-p,ctrl-q";
+
+/// `(rows, cols)` of the terminal on `fd`, if it is one and has a size.
+pub fn terminal_size(fd: impl AsFd) -> Option<(u16, u16)> {
+    let ws = termios::tcgetwinsize(fd).ok()?;
+    (ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// The terminal on stdin opened anew (`/dev/tty`), non-blocking, when stdin
+/// is this process's controlling terminal. A new open has its own file
+/// status flags: making it non-blocking leaves the shell's own descriptor
+/// (shared with our stdin) as it was, so keys can be read by the async
+/// runtime itself, with no thread handing them over.
+pub fn reopen_terminal() -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{fstat, open, FileType, Mode, OFlags};
+    let stdin = fstat(rustix::stdio::stdin()).ok()?;
+    if FileType::from_raw_mode(stdin.st_mode) != FileType::CharacterDevice {
+        return None;
+    }
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let tty = open("/dev/tty", flags, Mode::empty()).ok()?;
+    let same = fstat(&tty).ok()?.st_rdev == stdin.st_rdev;
+    same.then_some(tty)
+}
+
+/// Writes all of `bytes` to stdout with plain `write(2)`s, no buffer and no
+/// thread between: a keystroke's echo reaches the terminal one syscall after
+/// it arrives. A terminal that does not read blocks the caller, which is
+/// the backpressure a slow terminal should apply.
+pub fn write_stdout(mut bytes: &[u8]) -> std::io::Result<()> {
+    let stdout = rustix::stdio::stdout();
+    while !bytes.is_empty() {
+        match rustix::io::write(stdout, bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                // Someone made our terminal non-blocking: wait until it takes more.
+                let mut fds = [rustix::event::PollFd::new(&stdout, rustix::event::PollFlags::OUT)];
+                let _ = rustix::event::poll(&mut fds, None);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The terminal on stdin in raw mode; restored when dropped (every way
+/// out, a panic's unwinding included).
+pub struct RawMode {
+    saved: Termios,
+}
+
+impl RawMode {
+    /// `None` when stdin is not a terminal (nothing to restore then).
+    pub fn enter() -> Option<RawMode> {
+        let stdin = std::io::stdin();
+        let saved = termios::tcgetattr(stdin.as_fd()).ok()?;
+        let mut raw = saved.clone();
+        raw.make_raw();
+        termios::tcsetattr(stdin.as_fd(), OptionalActions::Now, &raw).ok()?;
+        Some(RawMode { saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = termios::tcsetattr(std::io::stdin().as_fd(), OptionalActions::Now, &self.saved);
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeysError {
+    #[error("detach key {0:?}: use ctrl-<letter>, ctrl-@, ctrl-[ ... ctrl-_ or one character")]
+    Key(String),
+    #[error("no detach keys given")]
+    Empty,
+}
+
+/// Docker's notation: `ctrl-p,ctrl-q`, `ctrl-@`, or single characters.
+pub fn parse_keys(spec: &str) -> Result<Vec<u8>, KeysError> {
+    let mut keys = Vec::new();
+    for key in spec.split(',') {
+        let key = key.trim();
+        let byte = if let Some(c) = key.strip_prefix("ctrl-") {
+            match c.as_bytes() {
+                [b] if b.is_ascii_alphabetic() => b.to_ascii_lowercase() - b'a' + 1,
+                [b @ (b'@' | b'[' | b'\\' | b']' | b'^' | b'_')] => b & 0x1f,
+                _ => return Err(KeysError::Key(key.to_string())),
+            }
+        } else if key.len() == 1 {
+            key.as_bytes()[0]
+        } else if key.is_empty() {
+            continue;
+        } else {
+            return Err(KeysError::Key(key.to_string()));
+        };
+        keys.push(byte);
+    }
+    if keys.is_empty() {
+        return Err(KeysError::Empty);
+    }
+    Ok(keys)
+}
+
+/// Finds the detach sequence in typed input.
+pub struct DetachMatcher {
+    keys: Vec<u8>,
+    matched: usize,
+}
+
+impl DetachMatcher {
+    pub fn new(keys: Vec<u8>) -> Self {
+        DetachMatcher { keys, matched: 0 }
+    }
+
+    /// The bytes to send on, and whether the sequence was completed (what
+    /// came after it in the same read is dropped with the detach). A
+    /// partial match is held back and sent on once it stops matching.
+    pub fn feed(&mut self, input: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::with_capacity(input.len());
+        for &b in input {
+            if b == self.keys[self.matched] {
+                self.matched += 1;
+                if self.matched == self.keys.len() {
+                    self.matched = 0;
+                    return (out, true);
+                }
+            } else {
+                out.extend_from_slice(&self.keys[..self.matched]);
+                self.matched = 0;
+                if b == self.keys[0] {
+                    self.matched = 1;
+                    if self.keys.len() == 1 {
+                        self.matched = 0;
+                        return (out, true);
+                    }
+                } else {
+                    out.push(b);
+                }
+            }
+        }
+        (out, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detach_keys_read_in_dockers_notation() {
+        assert_eq!(parse_keys("ctrl-p,ctrl-q").unwrap(), vec![0x10, 0x11]);
+        assert_eq!(parse_keys("ctrl-@,x").unwrap(), vec![0, b'x']);
+        assert_eq!(parse_keys("ctrl-pq"), Err(KeysError::Key("ctrl-pq".into())));
+        assert_eq!(parse_keys(""), Err(KeysError::Empty));
+    }
+
+    #[test]
+    fn the_detach_sequence_is_swallowed_and_ends_the_attach() {
+        let mut m = DetachMatcher::new(vec![0x10, 0x11]);
+        assert_eq!(m.feed(b"ls\r\x10"), (b"ls\r".to_vec(), false));
+        assert_eq!(m.feed(b"\x11after"), (vec![], true));
+    }
+
+    #[test]
+    fn a_partial_detach_sequence_is_sent_on_when_it_stops_matching() {
+        let mut m = DetachMatcher::new(vec![0x10, 0x11]);
+        assert_eq!(m.feed(b"\x10"), (vec![], false));
+        assert_eq!(m.feed(b"a"), (b"\x10a".to_vec(), false));
+        assert_eq!(m.feed(b"\x10\x10\x11"), (b"\x10".to_vec(), true));
+    }
+
+    #[test]
+    fn a_pipe_has_no_window_size() {
+        let (r, _w) = rustix::pipe::pipe().unwrap();
+        assert_eq!(terminal_size(&r), None);
+    }
+}
