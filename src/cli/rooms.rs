@@ -3,6 +3,7 @@
 
 use crate::engine::Engine;
 use crate::output;
+use crate::plan::platform;
 use crate::plan::{labels, peers};
 use crate::room;
 use anyhow::bail;
@@ -20,6 +21,11 @@ fn label<'a>(c: &'a ContainerSummary, key: &str) -> &'a str {
 
 fn name(c: &ContainerSummary) -> String {
     c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()).unwrap_or_default()
+}
+
+/// The platform of the room's daemon, from its label.
+fn platform(c: &ContainerSummary) -> &str {
+    platform::room_platform(c.labels.as_ref().and_then(|l| l.get(platform::PLATFORM_LABEL)).map(String::as_str))
 }
 
 fn age(created: Option<i64>) -> String {
@@ -50,6 +56,7 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
                     "state": c.state.map(|s| s.to_string()),
                     "image": c.image,
                     "workspace": label(c, labels::LOCAL_FOLDER),
+                    "platform": platform(c),
                     "created": c.created,
                 })
             })
@@ -64,6 +71,7 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
                 name(c),
                 c.state.map(|s| s.to_string()).unwrap_or_default(),
                 c.image.clone().unwrap_or_default(),
+                platform(c).to_string(),
                 age(c.created),
                 label(c, labels::LOCAL_FOLDER).to_string(),
             ]
@@ -76,7 +84,7 @@ pub async fn list(as_json: bool) -> anyhow::Result<i32> {
 
 /// The table `workroom list` prints: name, state, image, age, workspace.
 fn format_list(rows: &[Vec<String>]) -> String {
-    output::table(&["NAME", "STATE", "IMAGE", "AGE", "WORKSPACE"], rows)
+    output::table(&["NAME", "STATE", "IMAGE", "PLATFORM", "AGE", "WORKSPACE"], rows)
 }
 
 /// The rooms a command acts on: a name, `--all`, or the workspace's room.
@@ -164,7 +172,7 @@ mod tests {
     fn list_columns_stay_aligned_when_a_room_name_is_longer_than_the_column() {
         let long = format!("workroom-{}-1a2b3c4d", "a-very-long-workspace-folder-name-indeed");
         let row = |n: &str, image: &str| {
-            vec![n.to_string(), "running".into(), image.to_string(), "5m".into(), "/src/x".into()]
+            vec![n.to_string(), "running".into(), image.to_string(), "linux/amd64".into(), "5m".into(), "/src/x".into()]
         };
         let rows = vec![
             row(&long, "workroom-fixture/busybox:1"),
@@ -175,7 +183,7 @@ mod tests {
         // Where each header word starts: every row has a cell starting there.
         let header = lines[0].as_bytes();
         let starts: Vec<usize> = (1..header.len()).filter(|&i| header[i - 1] == b' ' && header[i] != b' ').collect();
-        assert_eq!(starts.len(), 4, "{text}");
+        assert_eq!(starts.len(), 5, "{text}");
         for at in starts {
             for line in &lines[1..] {
                 let line = line.as_bytes();

@@ -55,9 +55,9 @@ pub async fn prepare(
     let ids = peers::session_ids(remote_user, &passwd, host, update_uid)
         .with_context(|| format!("{image} has no user {remote_user} in /etc/passwd"))?;
 
-    let binary = daemon::binary()?;
-    let digest = daemon::digest(&binary);
-    let anchor_image = ensure_anchor_image(engine, names, &binary, &digest).await?;
+    let daemon = daemon::for_engine(engine).await?;
+    let digest = daemon.digest();
+    let anchor_image = ensure_anchor_image(engine, names, &daemon.bytes, &digest).await?;
     let anchor = ensure_anchor(engine, names, &anchor_image, &digest, &mut warnings).await?;
     let owner = ensure_volume(engine, names, &anchor_image, ids).await?;
     warnings.extend(ensure_registry(registry, ids)?);

@@ -11,6 +11,7 @@ use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
 use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, Names, RoomPeerFacts};
+use crate::plan::platform::{room_platform, PLATFORM_LABEL};
 use crate::plan::{create, identity, labels};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
@@ -49,6 +50,8 @@ pub struct UpResult {
     pub remote_user: String,
     pub remote_workspace_folder: String,
     pub created: bool,
+    /// The platform of the room's daemon (`linux/arm64`), from its label.
+    pub platform: String,
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
@@ -93,12 +96,14 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     let id = container.id.clone().unwrap_or_else(|| name.clone());
     let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
+    let platform = room_platform(label(&container, PLATFORM_LABEL)).to_string();
     let result = |created| UpResult {
         name: name.clone(),
         container_id: id.clone(),
         remote_user: remote_user.clone(),
         remote_workspace_folder: loaded.workspace.folder.clone(),
         created,
+        platform: platform.clone(),
     };
     // The fast path: running, hooks recorded done for this start, and no
     // postAttach to run: nothing is due, so no link to the daemon is needed.
@@ -155,7 +160,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if let Some(started) = engine.inspect_container(&id).await?.and_then(|c| c.state?.started_at) {
         ready::mark_done(&id, &started, probed.as_ref());
     }
-    super::handoff::advise(&link).await;
+    super::handoff::advise(&link, &container).await;
     Ok(result(created))
 }
 
@@ -184,6 +189,17 @@ async fn create_room(
     // The plan is pure; the image facts only shape the program and the user.
     create::check(loaded)?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
+    // Before anything is made for the room: a platform we carry no daemon
+    // for is refused here, and an image built for it is ours to remove.
+    let daemon = match daemon::for_image(engine, &image).await {
+        Ok(d) => d,
+        Err(e) => {
+            if image == build_tag {
+                image::remove(engine, &image).await;
+            }
+            return Err(e.into());
+        }
+    };
     let metadata = metadata::for_new_room(loaded, &image, facts.metadata.as_deref(), &[]);
     let peer_setup = if options.peer {
         let user = create::remote_user(&metadata.merged, &facts);
@@ -222,11 +238,12 @@ async fn create_room(
     for w in metadata.warnings.iter().chain(&plan.warnings) {
         eprintln!("warning: {w}");
     }
-    plan.body.labels.get_or_insert_with(Default::default).extend(peer_plan::scope_labels(names));
+    let room_labels = plan.body.labels.get_or_insert_with(Default::default);
+    room_labels.extend(peer_plan::scope_labels(names));
+    room_labels.insert(PLATFORM_LABEL.into(), daemon.arch.platform().into());
     super::requirements::apply(engine, loaded, &mut plan).await;
-    let binary = daemon::binary()?;
     let upload_folder = plan.upload_folder();
-    let tar = daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
+    let tar = daemon::upload_tar_into(&daemon.bytes, workroomd::room::DAEMON_PATH, upload_folder)
         .context("pack the daemon for upload")?;
 
     let mut volumes_before = Vec::new();
