@@ -182,6 +182,10 @@ mod tests {
 
     const BOTH: &[Arch] = &[Arch::X86_64, Arch::Aarch64];
 
+    /// What the case is, the override, the image's and the engine's
+    /// platforms, and the pick.
+    type Case<'a> = (&'a str, Option<&'a str>, &'a Platform, Option<&'a Platform>, Result<Arch, PickError>);
+
     fn platform(spec: &str) -> Platform {
         let mut parts = spec.split('/');
         let os = parts.next().unwrap_or("");
@@ -194,7 +198,7 @@ mod tests {
         let amd64 = platform("linux/amd64");
         let arm64 = platform("linux/arm64");
         let none = Platform::default();
-        let cases: &[(&str, Option<&str>, &Platform, Option<&Platform>, Result<Arch, PickError>)] = &[
+        let cases: &[Case] = &[
             ("image arm64", None, &platform("linux/arm64/v8"), Some(&amd64), Ok(Arch::Aarch64)),
             ("image arm64, no variant", None, &arm64, Some(&amd64), Ok(Arch::Aarch64)),
             ("image amd64 on an arm64 engine", None, &amd64, Some(&arm64), Ok(Arch::X86_64)),

@@ -21,7 +21,7 @@ pub enum DaemonError {
     NotOurs { path: String },
     #[error("no daemon for image {image}")]
     ForImage { image: String, source: PickError },
-    #[error("no daemon for the engine's own containers")]
+    #[error("no daemon for the peer anchor, which takes the engine's platform")]
     ForEngine { source: PickError },
     #[error("{room} runs a daemon for {platform}, which this workroom does not carry")]
     ForRoom { room: String, platform: String },
@@ -55,19 +55,13 @@ pub async fn for_image(engine: &Engine, image: &str) -> Result<Daemon, DaemonErr
         found.architecture.as_deref().unwrap_or(""),
         found.variant.as_deref().unwrap_or(""),
     );
-    pick(engine, &platform).await.map_err(|e| match e {
-        Picked::Pick(source) => DaemonError::ForImage { image: image.into(), source },
-        Picked::Other(e) => e,
-    })
+    pick(engine, &platform, |source| DaemonError::ForImage { image: image.into(), source }).await
 }
 
 /// The daemon for a container of no image of its own (the peer anchor, shared
 /// by rooms of both platforms): the engine's, so it never needs emulation.
 pub async fn for_engine(engine: &Engine) -> Result<Daemon, DaemonError> {
-    pick(engine, &Platform::default()).await.map_err(|e| match e {
-        Picked::Pick(source) => DaemonError::ForEngine { source },
-        Picked::Other(e) => e,
-    })
+    pick(engine, &Platform::default(), |source| DaemonError::ForEngine { source }).await
 }
 
 /// The daemon of a room as made: the platform its label names (no engine
@@ -101,23 +95,24 @@ pub fn check_fits(bytes: &[u8], path: &str, room: &ContainerInspectResponse) -> 
     }
 }
 
-enum Picked {
-    Pick(PickError),
-    Other(DaemonError),
-}
-
-async fn pick(engine: &Engine, image: &Platform) -> Result<Daemon, Picked> {
-    let over = overridden().map_err(Picked::Other)?;
+/// [`platform::pick`] with what it needs gathered; `refused` names whose
+/// daemon it was.
+async fn pick(
+    engine: &Engine,
+    image: &Platform,
+    refused: impl FnOnce(PickError) -> DaemonError,
+) -> Result<Daemon, DaemonError> {
+    let over = overridden()?;
     let overridden_arch = std::env::var_os(platform::ARCH_ENV).map(|v| v.to_string_lossy().into_owned());
     // The engine is asked only when the image says nothing (rare: even an
     // imported rootfs gets the engine's platform).
     let engine_platform = match image.architecture.is_empty() {
-        true => Some(engine.platform().await.map_err(|e| Picked::Other(e.into()))?),
+        true => Some(engine.platform().await?),
         false => None,
     };
     let engine_platform = engine_platform.map(|(os, arch)| Platform::new(&os, &arch, ""));
     let arch = platform::pick(overridden_arch.as_deref(), image, engine_platform.as_ref(), &carried(over.as_ref()))
-        .map_err(Picked::Pick)?;
+        .map_err(refused)?;
     Ok(daemon_of(arch, over))
 }
 
