@@ -50,8 +50,6 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
         "containerId": r.container_id,
         "remoteUser": r.remote_user,
         "remoteWorkspaceFolder": r.remote_workspace_folder,
-        // Not the reference's: the platform of the room's daemon.
-        "platform": r.platform,
         // The reference's report on its own registry client's credential
         // lookups. workroom pulls through the engine and looks up no
         // credentials itself, so none of these can happen.
@@ -60,5 +58,7 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
             "registryRedirectWouldPreventCredentialForwarding": false,
             "authServerRedirect": false,
         },
+        // Not the reference's, so after its keys: the platform of the room's daemon.
+        "platform": r.platform,
     })
 }
