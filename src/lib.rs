@@ -18,5 +18,15 @@ pub mod progress;
 pub mod room;
 pub mod settings;
 
-/// The static daemon this build of workroom carries (built by build.rs).
-pub static EMBEDDED_DAEMON: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON"));
+/// The static daemons this build of workroom carries (built by build.rs);
+/// empty when the build had no Rust target for it. `room::daemon` picks one
+/// per room.
+pub static EMBEDDED_DAEMON_X86_64: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON_X86_64"));
+pub static EMBEDDED_DAEMON_AARCH64: &[u8] = include_bytes!(env!("WORKROOM_EMBEDDED_DAEMON_AARCH64"));
+
+/// The daemon for this machine's own architecture: what rooms of the
+/// engine's native images get when the engine runs here (the tests' rooms).
+#[cfg(target_arch = "aarch64")]
+pub static EMBEDDED_DAEMON: &[u8] = EMBEDDED_DAEMON_AARCH64;
+#[cfg(not(target_arch = "aarch64"))]
+pub static EMBEDDED_DAEMON: &[u8] = EMBEDDED_DAEMON_X86_64;

@@ -51,7 +51,11 @@ fn up_json_prints_one_line_with_the_reference_clis_keys() {
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     // As `devcontainer up` 0.89.0 printed them for an image config (checked
     // with `node /work/ref/package/devcontainer.js up --workspace-folder`).
-    assert_eq!(keys, ["outcome", "containerId", "remoteUser", "remoteWorkspaceFolder", "ociAuthDiagnostics"]);
+    // Then workroom's own: the platform of the room's daemon.
+    assert_eq!(
+        keys,
+        ["outcome", "containerId", "remoteUser", "remoteWorkspaceFolder", "ociAuthDiagnostics", "platform"]
+    );
     assert_eq!(v["outcome"], "success");
     assert_eq!(v["remoteUser"], "root");
     assert_eq!(v["remoteWorkspaceFolder"], json!(ws.remote_folder()));

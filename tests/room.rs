@@ -146,6 +146,8 @@ fn up_json_prints_the_reference_result_shape() {
     assert!(out.status.success(), "{}", stderr(&out));
     let result = parse_json(&out);
     let id = docker_ok(&["inspect", &ws.room_name(), "--format", "{{.Id}}"]);
+    // The reference's keys, and the platform of the room's daemon.
+    let platform = docker_ok(&["image", "inspect", DEBIAN_USER, "--format", "{{.Os}}/{{.Architecture}}"]);
     assert_eq!(
         result,
         json!({
@@ -153,6 +155,7 @@ fn up_json_prints_the_reference_result_shape() {
             "containerId": id,
             "remoteUser": "dev",
             "remoteWorkspaceFolder": ws.remote_folder(),
+            "platform": platform,
             "ociAuthDiagnostics": {
                 "authLookupWouldBeBlocked": false,
                 "registryRedirectWouldPreventCredentialForwarding": false,

@@ -3,6 +3,7 @@
 
 use crate::engine::Engine;
 use crate::output;
+use crate::plan::platform;
 use crate::plan::{labels, peers};
 use crate::room;
 use anyhow::bail;
@@ -20,6 +21,11 @@ fn label<'a>(c: &'a ContainerSummary, key: &str) -> &'a str {
 
 fn name(c: &ContainerSummary) -> String {
     c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()).unwrap_or_default()
+}
+
+/// The platform of the room's daemon, from its label.
+fn platform(c: &ContainerSummary) -> &str {
+    platform::room_platform(c.labels.as_ref().and_then(|l| l.get(platform::PLATFORM_LABEL)).map(String::as_str))
 }
 
 fn age(created: Option<i64>) -> String {
@@ -65,6 +71,7 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
                     "image": c.image,
                     "workspace": label(c, labels::LOCAL_FOLDER),
                     "compose_project": room::compose::project_of(c),
+                    "platform": platform(c),
                     "created": c.created,
                     "program": programs.get(&name(c)),
                 });
@@ -106,6 +113,7 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
                 name(c),
                 c.state.map(|s| s.to_string()).unwrap_or_default(),
                 c.image.clone().unwrap_or_default(),
+                platform(c).to_string(),
                 age(c.created),
                 label(c, labels::LOCAL_FOLDER).to_string(),
             ];
@@ -128,11 +136,11 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The table `workroom list` prints: name, state, image, age, workspace,
+/// The table `workroom list` prints: name, state, image, platform, age, workspace,
 /// and the compose project when the rows have one more cell.
 fn format_list(rows: &[Vec<String>]) -> String {
-    const HEADERS: [&str; 6] = ["NAME", "STATE", "IMAGE", "AGE", "WORKSPACE", "PROJECT"];
-    let width = rows.first().map_or(5, Vec::len).clamp(5, HEADERS.len());
+    const HEADERS: [&str; 7] = ["NAME", "STATE", "IMAGE", "PLATFORM", "AGE", "WORKSPACE", "PROJECT"];
+    let width = rows.first().map_or(6, Vec::len).clamp(6, HEADERS.len());
     output::table(&HEADERS[..width], rows)
 }
 
@@ -234,7 +242,7 @@ mod tests {
     fn list_columns_stay_aligned_when_a_room_name_is_longer_than_the_column() {
         let long = format!("workroom-{}-1a2b3c4d", "a-very-long-workspace-folder-name-indeed");
         let row = |n: &str, image: &str| {
-            vec![n.to_string(), "running".into(), image.to_string(), "5m".into(), "/src/x".into()]
+            vec![n.to_string(), "running".into(), image.to_string(), "linux/amd64".into(), "5m".into(), "/src/x".into()]
         };
         let rows = vec![
             row(&long, "workroom-fixture/busybox:1"),
@@ -245,7 +253,7 @@ mod tests {
         // Where each header word starts: every row has a cell starting there.
         let header = lines[0].as_bytes();
         let starts: Vec<usize> = (1..header.len()).filter(|&i| header[i - 1] == b' ' && header[i] != b' ').collect();
-        assert_eq!(starts.len(), 4, "{text}");
+        assert_eq!(starts.len(), 5, "{text}");
         for at in starts {
             for line in &lines[1..] {
                 let line = line.as_bytes();

@@ -151,12 +151,9 @@ pub async fn kill_pane(ws: &WorkspaceArgs, pane: &str) -> anyhow::Result<i32> {
 }
 
 pub async fn hand_off(ws: &WorkspaceArgs, binary: Option<&std::path::Path>, force: bool) -> anyhow::Result<i32> {
-    let bytes = match binary {
-        Some(path) => std::fs::read(path).with_context(|| format!("cannot read the new daemon {}", path.display()))?,
-        None => crate::room::daemon::binary()?.into_owned(),
-    };
     let engine = Engine::connect().await?;
     let id = running_room(&engine, ws).await?;
+    let bytes = crate::room::handoff::new_binary(&engine, &id, binary).await?;
     match crate::room::handoff::hand_off(&engine, &id, &bytes, force).await? {
         crate::room::handoff::Outcome::HandedOff => println!("handed off"),
         crate::room::handoff::Outcome::Current => println!("current"),

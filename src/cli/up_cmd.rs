@@ -58,5 +58,7 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
             "registryRedirectWouldPreventCredentialForwarding": false,
             "authServerRedirect": false,
         },
+        // Not the reference's, so after its keys: the platform of the room's daemon.
+        "platform": r.platform,
     })
 }

@@ -32,6 +32,13 @@ impl Engine {
         })
     }
 
+    /// The engine's own platform, `(os, arch)` as Go names them (`linux`,
+    /// `amd64`): what an image that reports none runs as.
+    pub async fn platform(&self) -> Result<(String, String), EngineError> {
+        let v = self.docker.version().await.map_err(|e| self.map("ask the engine's version", "engine version", e))?;
+        Ok((v.os.unwrap_or_default(), v.arch.unwrap_or_default()))
+    }
+
     /// The labels of a volume; `None` only when the engine says it does not exist.
     pub async fn volume_labels(&self, name: &str) -> Result<Option<HashMap<String, String>>, EngineError> {
         match self.docker.inspect_volume(name).await {

@@ -12,6 +12,7 @@ pub mod metadata;
 pub mod mounts;
 pub mod nested;
 pub mod peers;
+pub mod platform;
 pub mod run_args;
 pub mod seccomp;
 

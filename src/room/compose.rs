@@ -218,9 +218,12 @@ pub(super) async fn create_room(
     create::check(&room)?;
     let image = service_image(engine, &program, &project, &room, options.lock).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
+    // A platform we carry no daemon for is refused before compose makes anything.
+    let daemon = super::daemon::for_image(engine, &image.name).await?;
     let RoomPlan { mut plan, metadata, peers: peer_setup } =
         super::up::room_plan(engine, &room, name, options, scope, &image.name, &facts).await?;
     let labels = plan.body.labels.get_or_insert_with(Default::default);
+    labels.insert(crate::plan::platform::PLATFORM_LABEL.into(), daemon.arch.platform().into());
     labels.insert(plan::SHUTDOWN_LABEL.into(), shutdown_action(loaded).into());
     if let Some(env) = &project.env_file {
         labels.insert(plan::ENV_FILE_LABEL.into(), env.display().to_string());
@@ -238,9 +241,8 @@ pub(super) async fn create_room(
     let override_path = write_override(name, &file)?;
     let global = project.global(Some(&override_path));
     let services = plan::services_to_run(&project.service_name, compose.run_services.as_deref());
-    let binary = super::daemon::binary()?;
     let upload_folder = plan.upload_folder();
-    let tar = super::daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
+    let tar = super::daemon::upload_tar_into(&daemon.bytes, workroomd::room::DAEMON_PATH, upload_folder)
         .context("pack the daemon for upload")?;
 
     let before = engine.project_objects(&project.name).await?;

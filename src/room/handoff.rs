@@ -10,6 +10,8 @@ use super::daemon;
 use crate::engine::Engine;
 use crate::link::RoomLink;
 use anyhow::{bail, Context as _};
+use bollard::models::ContainerInspectResponse;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use workroomd::proto::{HandOffOutcome, Request, Response};
 use workroomd::room;
@@ -62,6 +64,21 @@ pub async fn hand_off(engine: &Engine, room_id: &str, binary: &[u8], force: bool
     Ok(Outcome::HandedOff)
 }
 
+/// The binary to hand off to: `given` (`--binary`), which must be for the
+/// room's architecture, else the daemon this workroom carries for the room.
+pub async fn new_binary(engine: &Engine, room_id: &str, given: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+    let room = engine.inspect_container(room_id).await?.with_context(|| format!("{room_id} vanished"))?;
+    match given {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read the new daemon {}", path.display()))?;
+            daemon::check_fits(&bytes, &path.display().to_string(), &room)?;
+            Ok(bytes)
+        }
+        None => Ok(daemon::for_room(&room)?.bytes.into_owned()),
+    }
+}
+
 async fn ask(link: &RoomLink, binary: String, force: bool, dry_run: bool) -> anyhow::Result<Response> {
     Ok(link.link().request(Request::HandOff { binary, force, dry_run }).await?)
 }
@@ -92,10 +109,10 @@ async fn confirm(engine: &Engine, room_id: &str, digest: &str) -> anyhow::Result
 }
 
 /// For `up`: says so when the room's daemon is not the one this workroom
-/// carries. One request on the link `up` already holds.
-pub async fn advise(link: &RoomLink) {
-    let Ok(binary) = daemon::binary() else { return };
-    let ours = daemon::digest(&binary);
+/// carries for its platform. One request on the link `up` already holds.
+pub async fn advise(link: &RoomLink, room: &ContainerInspectResponse) {
+    let Ok(daemon) = daemon::for_room(room) else { return };
+    let ours = daemon.digest();
     if let Ok(Response::HandOff { digest: running, .. }) = ask(link, String::new(), false, true).await {
         if !running.is_empty() && running != ours {
             eprintln!(

@@ -148,6 +148,13 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), Im
     }
 }
 
+/// Removes an image this `up` built (`workroom-build/...`) that cannot make a
+/// room after all. Best effort: a refused `up` says why it refused, not why
+/// a cleanup failed.
+pub async fn remove(engine: &Engine, tag: &str) {
+    remove_made(engine, &[tag.to_string()]).await;
+}
+
 /// The images a build committed itself, read from the classic builder's
 /// progress lines: in each `Step`, a ` ---> <id>` after ` ---> Running in`
 /// is a layer this build made. A `FROM` image or a cached step's ` ---> <id>`

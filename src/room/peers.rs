@@ -65,9 +65,9 @@ pub async fn prepare(
     let names = peers::names(scope, group, ids.0);
     let registry = peers::registry_folder(registry_root, group, ids.0);
 
-    let binary = daemon::binary()?;
-    let digest = daemon::digest(&binary);
-    let anchor_image = ensure_anchor_image(engine, scope, &binary, &digest).await?;
+    let daemon = daemon::for_engine(engine).await?;
+    let digest = daemon.digest();
+    let anchor_image = ensure_anchor_image(engine, scope, &daemon.bytes, &digest).await?;
     let anchor_id = ensure_anchor(engine, &names, &anchor_image, &digest, &mut warnings).await?;
     let owner = ensure_volume(engine, &names, &anchor_image, ids).await?;
     warnings.extend(ensure_registry(&registry, ids)?);

@@ -12,6 +12,7 @@ use crate::forward::background::Check;
 use crate::link::RoomLink;
 use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, Beside, RoomPeerFacts};
+use crate::plan::platform::{room_platform, PLATFORM_LABEL};
 use crate::plan::{create, identity, labels};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
@@ -54,6 +55,8 @@ pub struct UpResult {
     pub remote_user: String,
     pub remote_workspace_folder: String,
     pub created: bool,
+    /// The platform of the room's daemon (`linux/arm64`), from its label.
+    pub platform: String,
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
@@ -140,12 +143,14 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     }
     let id = container.id.clone().unwrap_or_else(|| name.clone());
     let remote_user = label(&container, labels::REMOTE_USER).unwrap_or("root").to_string();
+    let platform = room_platform(label(&container, PLATFORM_LABEL)).to_string();
     let result = |created| UpResult {
         name: name.clone(),
         container_id: id.clone(),
         remote_user: remote_user.clone(),
         remote_workspace_folder: loaded.workspace.folder.clone(),
         created,
+        platform: platform.clone(),
     };
     // The fast path: running, hooks recorded done for this start, and no
     // postAttach to run: nothing is due, so no link to the daemon is needed.
@@ -254,7 +259,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     if let Some(line) = link.status().await.ok().as_ref().and_then(super::program::describe) {
         eprintln!("{name}: the image's program {line}");
     }
-    super::handoff::advise(&link).await;
+    super::handoff::advise(&link, &container).await;
     Ok(result(created))
 }
 
@@ -318,11 +323,22 @@ async fn create_room(
     create::check(loaded)?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock).await?;
-    let RoomPlan { plan, metadata, peers: peer_setup } =
+    // Before anything is made for the room: a platform we carry no daemon
+    // for is refused here, and an image built for it is ours to remove.
+    let daemon = match daemon::for_image(engine, &image).await {
+        Ok(d) => d,
+        Err(e) => {
+            if image == build_tag {
+                image::remove(engine, &image).await;
+            }
+            return Err(e.into());
+        }
+    };
+    let RoomPlan { mut plan, metadata, peers: peer_setup } =
         room_plan(engine, loaded, name, options, scope, &image, &facts).await?;
-    let binary = daemon::binary()?;
+    plan.body.labels.get_or_insert_with(Default::default).insert(PLATFORM_LABEL.into(), daemon.arch.platform().into());
     let upload_folder = plan.upload_folder();
-    let tar = daemon::upload_tar_into(&binary, workroomd::room::DAEMON_PATH, upload_folder)
+    let tar = daemon::upload_tar_into(&daemon.bytes, workroomd::room::DAEMON_PATH, upload_folder)
         .context("pack the daemon for upload")?;
 
     let mut volumes_before = Vec::new();

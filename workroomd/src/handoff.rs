@@ -310,6 +310,10 @@ pub fn take_inherited() -> Option<Inherited> {
         None
     };
     if let Some(target) = &table.install_as {
+        // Under qemu-user (an arm64 room on an x86_64 engine) /proc/self/exe
+        // is opened by the path this binary was exec'd from, which the rename
+        // takes away: learn our digest first, or `hand-off` never confirms.
+        let _ = own_digest();
         if let Ok(me) = std::fs::read_link("/proc/self/exe") {
             if let Err(e) = std::fs::rename(&me, target) {
                 eprintln!("workroomd: cannot install {} as {target}: {e}", me.display());
