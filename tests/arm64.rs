@@ -265,7 +265,8 @@ fn rooms_of_both_platforms_share_one_anchor_that_runs_the_engines_own_daemon() {
     assert_eq!(room_daemon(&amd.room_name()), sha256(workroom::EMBEDDED_DAEMON_X86_64));
     // The anchor only reaps and is shared, so it takes the engine's platform
     // (no emulation), whatever the first room was: it is never replaced.
-    let anchor = format!("workroom-peer-anchor-{}", scope.scope);
+    // Both rooms run as root: one group, one uid, one anchor.
+    let anchor = workroom::plan::peers::names(Some(&scope.scope), "default", 0).anchor;
     let native = match engine_platform().as_str() {
         "linux/arm64" => workroom::EMBEDDED_DAEMON_AARCH64,
         _ => workroom::EMBEDDED_DAEMON_X86_64,

@@ -357,19 +357,27 @@ fn a_compose_room_joins_the_peers_and_down_volumes_keeps_their_socket_volume() {
             for id in String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).split_whitespace() {
                 remove_container(id);
             }
-            let _ = docker(&["volume", "rm", "-f", &format!("workroom-peer-socks-{}", self.0)]);
+            let filter = format!("label=workroom.scope={}", self.0);
+            for v in
+                String::from_utf8_lossy(&docker(&["volume", "ls", "-q", "--filter", &filter]).stdout).split_whitespace()
+            {
+                let _ = docker(&["volume", "rm", "-f", v]);
+            }
         }
     }
     let _scope = Scope(scope.clone());
     ws.up();
-    let anchor = docker_ok(&["inspect", &format!("workroom-peer-anchor-{scope}"), "--format", "{{.Id}}"]);
+    // The anchor of the default group for the room's uid.
+    let uid: u32 = ws.exec_ok(&["id", "-u"]).trim().parse().unwrap();
+    let names = workroom::plan::peers::names(Some(&scope), "default", uid);
+    let anchor = docker_ok(&["inspect", &names.anchor, "--format", "{{.Id}}"]);
     assert_eq!(inspect(&ws.room_name(), "{{json .HostConfig.PidMode}}"), json!(format!("container:{anchor}")));
     // PID 1 is the anchor's reaper; the socket folder is the shared volume.
     assert_eq!(ws.exec_ok(&["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]), "/.workroom/bin/workroomd anchor ");
     assert_eq!(ws.exec_ok(&["stat", "-c", "%a", "/tmp/cc-socks"]), "700\n");
     let out = ws.workroom(&["down", "--volumes"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let volume = format!("workroom-peer-socks-{scope}");
+    let volume = names.volume.clone();
     assert!(docker(&["volume", "inspect", &volume]).status.success(), "the peers' volume is not the project's");
 }
 

@@ -31,15 +31,18 @@ while True:
     got += chunk
 sys.stdout.write(got.decode(errors='replace'))";
 
-/// Connects to a daemon socket and prints the first bytes it says before it
-/// closes (nothing: `b''`) or goes quiet: an admitted client is greeted at
-/// once with the protocol's magic.
+/// Connects to a daemon socket, says the protocol's magic as a host does
+/// (the daemon waits for a client's first byte: it may be a relay handing
+/// over its pipes), and prints the first bytes the daemon says before it
+/// closes (nothing: `b''`) or goes quiet: an admitted client is greeted
+/// with the magic.
 const GREETING_CLIENT: &str = "import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 s.settimeout(5)
 got = b''
 try:
+    s.sendall(b'WORKROOM')
     while len(got) < 8:
         chunk = s.recv(8 - len(got))
         if not chunk:
@@ -47,6 +50,8 @@ try:
         got += chunk
 except socket.timeout:
     got = b'(silent)'
+except (BrokenPipeError, ConnectionResetError):
+    got = b''
 print(got)";
 
 fn daemon_log_says(room: &str, what: &str) -> bool {
