@@ -302,3 +302,47 @@ fn list_all_shows_every_groups_anchor_and_stop_all_sweeps_them_with_a_registry_o
     let first_anchor = said.find(&scope.anchor("a", DEV)).min(said.find(&scope.anchor("b", DEV))).unwrap();
     assert!(last_room < first_anchor, "rooms first, anchors last: {said}");
 }
+
+#[test]
+fn turning_peer_messaging_off_on_a_peer_workspace_names_its_running_room_and_makes_no_second_one() {
+    // The case that first silently made a second room: on, then off.
+    let scope = PeerScope::new("off");
+    let ws = scope.workspace(dev());
+    ws.up();
+    let joined = ws.room_name();
+    std::fs::write(ws.path().join(".workroom.toml"), "peer_messaging = false\n").unwrap();
+
+    let refused = ws.workroom(&["up"]);
+    assert!(!refused.status.success(), "up made a room beside a running one");
+    let err = stderr(&refused);
+    assert!(err.contains(&format!("already has a running room, {joined}, made in peer group default")), "{err}");
+    assert!(err.contains("the settings now want it with peer messaging off"), "{err}");
+    assert_eq!(ws.containers().len(), 1, "no second room");
+}
+
+#[test]
+fn a_named_room_made_with_other_peer_settings_is_named_and_no_second_one_is_made() {
+    let scope = PeerScope::new("named");
+    let ws = scope.workspace(dev());
+    let name = ws.unique();
+    let up = ws.workroom(&["up", "--name", &name]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let joined = workroom::plan::identity::named_room_name(&name, true).unwrap();
+    assert_eq!(inspect(&joined, "{{.State.Running}}"), "true");
+
+    for other in [&["--peer=false"][..], &["--peer-group", "b"][..]] {
+        let refused = ws.workroom(&[&["up", "--name", &name][..], other].concat());
+        assert!(!refused.status.success(), "up {other:?} made a room beside a running one");
+        let err = stderr(&refused);
+        assert!(err.contains(&format!("--name {name} already has a running room, {joined}")), "{err}");
+        assert!(err.contains(&format!("`workroom stop {joined}`")), "{err}");
+        assert_eq!(ws.containers().len(), 1, "no second room for {other:?}");
+    }
+
+    // --recreate replaces it with the room the flag wants.
+    let recreated = ws.workroom(&["up", "--name", &name, "--peer=false", "--recreate"]);
+    assert!(recreated.status.success(), "{}", stderr(&recreated));
+    let apart = workroom::plan::identity::named_room_name(&name, false).unwrap();
+    assert_eq!(ws.containers().len(), 1, "{joined} replaced, not kept beside");
+    assert_eq!(inspect(&apart, "{{.HostConfig.PidMode}}"), "");
+}

@@ -80,6 +80,23 @@ pub fn named_room_name_in(name: &str, group: Option<&str>) -> Option<String> {
     Some(format!("{NAME_PREFIX}{base}{suffix}"))
 }
 
+/// Whether `candidate` is the room `up --name` makes of the same NAME under
+/// some peer setting: `plain` itself (peers off), `plain.peer` (the default
+/// group) or `plain.peer.<group>`. What the drift check of a named room
+/// looks for, so another setting never silently makes a second container.
+pub fn is_named_variant(candidate: &str, plain: &str) -> bool {
+    let Some(rest) = candidate.strip_prefix(plain) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(PEER_SUFFIX) else {
+        return rest.is_empty();
+    };
+    match rest.strip_prefix('.') {
+        None => rest.is_empty(),
+        Some(group) => !group.is_empty() && !group.contains('.'),
+    }
+}
+
 /// Lower-case letters, digits and single dashes, nothing else. Never a `.`:
 /// suffixes such as `.peer` can then never be produced by sanitising.
 pub fn sanitize(name: &str) -> String {
@@ -100,6 +117,24 @@ pub fn sanitize(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_rooms_variants_are_its_peer_settings_and_no_other_name() {
+        let plain = named_room_name_in("infra", None).unwrap();
+        for group in [None, Some(DEFAULT_PEER_GROUP), Some("b")] {
+            let variant = named_room_name_in("infra", group).unwrap();
+            assert!(is_named_variant(&variant, &plain), "{variant}");
+        }
+        for other in [
+            "workroom-infra-2",
+            "workroom-infrastructure",
+            "workroom-infra.peer.",
+            "workroom-infra.peer.a.b",
+            "workroom-infra.peerx",
+        ] {
+            assert!(!is_named_variant(other, &plain), "{other}");
+        }
+    }
 
     #[test]
     fn the_name_is_stable_and_readable() {

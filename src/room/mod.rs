@@ -88,6 +88,17 @@ pub async fn workspace_rooms(
     Ok(found)
 }
 
+/// The rooms `up --name` made of the same NAME under any peer setting or
+/// group (`plain`: its name with peers off), from any workspace.
+pub async fn named_rooms(engine: &Engine, plain: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+    let mut found = engine.list(&scoped(vec![labels::SCHEMA.to_string()])).await?;
+    found.retain(|c| {
+        let name = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/'));
+        name.is_some_and(|n| crate::plan::identity::is_named_variant(n, plain))
+    });
+    Ok(found)
+}
+
 /// The environment a container was created with (`Config.Env`), as a map:
 /// what `${containerEnv:...}` reads.
 pub fn container_env(c: &bollard::models::ContainerInspectResponse) -> std::collections::HashMap<String, String> {

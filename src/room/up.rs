@@ -71,15 +71,19 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     // The workspace's rooms of another peer setting or group, looked for
     // only when the room must be made (one `list` on that path, none on the
     // others), and before initializeCommand, so a refused `up` runs nothing.
-    let others = match (&existing, options.recreate, &options.name) {
-        (None, _, None) | (Some(_), true, None) => siblings(engine, loaded, &name).await?,
+    let others = match (&existing, options.recreate) {
+        (None, _) | (Some(_), true) => siblings(engine, loaded, options.name.as_deref(), &name).await?,
         _ => Vec::new(),
     };
     let beside = if options.recreate {
         Beside::Alone
     } else {
         let siblings: Vec<_> = others.iter().map(|(s, _)| s.clone()).collect();
-        peer_plan::beside(&loaded.workspace.local_folder.display().to_string(), &name, wants, &siblings)
+        let subject = match &options.name {
+            Some(n) => format!("--name {n}"),
+            None => loaded.workspace.local_folder.display().to_string(),
+        };
+        peer_plan::beside(&subject, &name, wants, &siblings)
     };
     if let Beside::Refuse(why) = &beside {
         bail!("{why}");
@@ -551,9 +555,20 @@ fn check_compatible(c: &ContainerInspectResponse, loaded: &Loaded, name: &str) -
 
 /// The workspace's rooms other than `wanted` (made with another peer
 /// setting or group), with their ids.
-async fn siblings(engine: &Engine, loaded: &Loaded, wanted: &str) -> anyhow::Result<Vec<(peer_plan::Sibling, String)>> {
+/// The rooms of this workspace (or of this `--name`) made with another peer
+/// setting or group than `wanted`.
+async fn siblings(
+    engine: &Engine,
+    loaded: &Loaded,
+    named: Option<&str>,
+    wanted: &str,
+) -> anyhow::Result<Vec<(peer_plan::Sibling, String)>> {
+    let rooms = match named.and_then(|n| identity::named_room_name_in(n, None)) {
+        Some(plain) => super::named_rooms(engine, &plain).await?,
+        None => super::workspace_rooms(engine, loaded).await?,
+    };
     let mut found = Vec::new();
-    for c in super::workspace_rooms(engine, loaded).await? {
+    for c in rooms {
         let Some(name) = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()) else {
             continue;
         };
