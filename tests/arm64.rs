@@ -4,9 +4,11 @@
 //! refused before anything is made.
 
 mod common;
+mod peer_support;
 mod pty;
 
 use common::*;
+use peer_support::PeerScope;
 use pty::Term;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -218,43 +220,12 @@ fn an_override_naming_no_daemon_is_refused_before_anything_is_made() {
     assert_eq!(ws.containers(), Vec::<String>::new());
 }
 
-/// This test's own peer install (scope, anchor, volume, registry), removed
-/// on drop by its scope label.
-struct Scope {
-    scope: String,
-    registry: tempfile::TempDir,
-}
-
-impl Scope {
-    fn new() -> Scope {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-        let registry = tempfile::Builder::new().prefix("wr-arm64-reg-").tempdir().unwrap();
-        Scope { scope: format!("tarm{}{nanos:x}", std::process::id()), registry }
-    }
-
-    fn workspace(&self, image: &str) -> Workspace {
-        let registry = self.registry.path().join("claude").display().to_string();
-        let settings = format!("peer_messaging = true\npeer_registry = {registry:?}\n");
-        let mut ws = Workspace::image(image).with_settings(&settings, true);
-        ws.env.push(("WORKROOM_SCOPE".into(), self.scope.clone()));
-        ws
-    }
-}
-
-impl Drop for Scope {
-    fn drop(&mut self) {
-        let ids = docker(&["ps", "-aq", "--filter", &format!("label=workroom.scope={}", self.scope)]);
-        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
-            remove_container(id);
-        }
-        let _ = docker(&["volume", "rm", "-f", &format!("workroom-peer-socks-{}", self.scope)]);
-    }
-}
-
 #[test]
 fn rooms_of_both_platforms_share_one_anchor_that_runs_the_engines_own_daemon() {
-    let scope = Scope::new();
-    let (arm, amd) = (scope.workspace(BUSYBOX_ARM64), scope.workspace(BUSYBOX));
+    // Its own scope: anchors, socket volumes and registry, all removed by
+    // the scope's label when it drops.
+    let scope = PeerScope::new("arm");
+    let (arm, amd) = (scope.workspace(json!({ "image": BUSYBOX_ARM64 })), scope.workspace(json!({ "image": BUSYBOX })));
     for ws in [&arm, &amd] {
         let out = ws.workroom(&["up"]);
         assert!(out.status.success(), "up: {}", stderr(&out));
