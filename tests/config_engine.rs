@@ -87,18 +87,26 @@ fn engine_grants_privileged() -> bool {
     docker(&["run", "--rm", "--label", &format!("{TEST_LABEL}=1"), "--privileged", BUSYBOX, "true"]).status.success()
 }
 
+/// Either way the engine answers, something is checked: where it grants
+/// privilege the room is made privileged from either property; where it
+/// refuses, the refusal names the property that asked (the unit test
+/// `plan::blame` pins the wording for engines this machine is not).
 #[test]
-fn privileged_on_an_engine_that_refuses_it_names_run_args() {
-    if engine_grants_privileged() {
-        eprintln!("this engine runs privileged containers: the refusal cannot be seen here");
-        return;
+fn privileged_is_applied_where_the_engine_grants_it_and_its_refusal_names_the_property() {
+    let granted = engine_grants_privileged();
+    for (config, property) in [
+        (json!({ "image": BUSYBOX, "runArgs": ["--privileged"] }), "`runArgs`: the engine refused it: "),
+        (json!({ "image": BUSYBOX, "privileged": true }), "`privileged`: the engine refused it: "),
+    ] {
+        let ws = Workspace::new(config);
+        let out = ws.workroom(&["up"]);
+        if granted {
+            assert!(out.status.success(), "{}", stderr(&out));
+            assert_eq!(docker_ok(&["inspect", "-f", "{{.HostConfig.Privileged}}", &ws.room_name()]), "true");
+        } else {
+            assert_refused_naming(&ws, &out, &[property]);
+        }
     }
-    let ws = Workspace::new(json!({ "image": BUSYBOX, "runArgs": ["--privileged"] }));
-    let out = ws.workroom(&["up"]);
-    assert_refused_naming(&ws, &out, &["`runArgs`: the engine refused it: ", "does not grant that privilege"]);
-    let ws = Workspace::new(json!({ "image": BUSYBOX, "privileged": true }));
-    let out = ws.workroom(&["up"]);
-    assert_refused_naming(&ws, &out, &["`privileged`: the engine refused it: "]);
 }
 
 #[test]
