@@ -267,3 +267,44 @@ fn after_a_docker_restart_of_a_peer_room_up_forwards_its_ports_again() {
     docker_ok(&["rm", "-f", &ws.room_name()]);
     eventually("the forwarder to end with its room", AGENT_READY_WAIT, || !alive(&after));
 }
+
+/// `workroom ports` (which takes no workspace folder) as the workspace's runs see it.
+fn ports_cmd(ws: &Workspace) -> Command {
+    let mut cmd = Command::new(workroom_bin());
+    cmd.arg("ports").envs(ws.env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+#[test]
+fn after_a_docker_restart_of_a_peer_room_up_forwards_the_ssh_agent_again_and_ports_says_nothing_stale() {
+    let scope = PeerScope::new("agent");
+    let state = tempfile::tempdir().unwrap();
+    let (agent, fingerprint) = common::ssh_agent::Agent::with_key();
+    let mut ws = scope.workspace(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    ws.env.push(("XDG_STATE_HOME".into(), state.path().display().to_string()));
+    ws.env.push(("XDG_CONFIG_HOME".into(), state.path().display().to_string()));
+    ws.env.push(("SSH_AUTH_SOCK".into(), agent.sock().display().to_string()));
+    ws.up();
+    assert!(ws.exec_ok(&["ssh-add", "-l"]).contains(&fingerprint));
+    let pid_file = state.path().join("workroom").join(format!("{}.pid", ws.room_name()));
+    let forwarder = || std::fs::read_to_string(&pid_file).unwrap_or_default().trim().to_string();
+    let alive = |pid: &str| !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let before = forwarder();
+    assert!(alive(&before), "up started no forwarder for the agent");
+
+    docker_ok(&["restart", "-t", "1", &ws.room_name()]);
+    eventually("the old forwarder to notice the restart and end", AGENT_READY_WAIT, || !alive(&before));
+    let ports = stdout(&output_within(ports_cmd(&ws), None));
+    assert!(!ports.contains(&ws.room_name()), "ports still lists the ended forwarder:\n{ports}");
+
+    ws.up();
+    let listed = ws.exec(&["ssh-add", "-l"]);
+    assert!(listed.status.success(), "ssh-add -l after the restart: {}{}", stdout(&listed), stderr(&listed));
+    assert!(stdout(&listed).contains(&fingerprint), "{}", stdout(&listed));
+    let after = forwarder();
+    assert!(alive(&after) && after != before, "up started no new forwarder");
+    let ports = stdout(&output_within(ports_cmd(&ws), None));
+    assert!(ports.lines().any(|l| l.contains(&ws.room_name()) && l.contains("ssh-agent")), "{ports}");
+    docker_ok(&["rm", "-f", &ws.room_name()]);
+    eventually("the forwarder to end with its room", AGENT_READY_WAIT, || !alive(&after));
+}
