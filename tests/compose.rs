@@ -9,6 +9,7 @@
 //! images, workroom's override file) is removed on drop.
 
 mod common;
+mod pty;
 
 use common::*;
 use serde_json::{json, Value};
@@ -477,4 +478,53 @@ fn a_local_feature_extends_the_service_image_and_the_override_names_the_derived_
     let down = ws.workroom(&["down"]);
     assert!(down.status.success(), "down: {}", stderr(&down));
     let _ = docker(&["rmi", &image]);
+}
+
+/// How long a forwarded port or a pane may take to answer in a compose room
+/// (a `docker exec` and a python start-up; seconds on a loaded machine).
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[test]
+fn a_compose_room_has_panes_forwarded_ports_and_the_hosts_ssh_agent_like_any_room() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (agent, fingerprint) = common::ssh_agent::Agent::with_key();
+    let mut ws = ComposeWs::new(config(json!({ "forwardPorts": [port] })), &format!("{APP}{DB}"));
+    ws.env.push(("SSH_AUTH_SOCK".into(), agent.sock().display().to_string()));
+    ws.up();
+    std::fs::write(ws.path().join("index.html"), "from the compose room\n").unwrap();
+
+    // A forwarded port, served by the room on its own loopback.
+    let serve = format!("(python3 -m http.server {port} --bind 127.0.0.1 -d /workspace >/dev/null 2>&1 &)");
+    ws.exec_ok(&["sh", "-c", &serve]);
+    let deadline = std::time::Instant::now() + ANSWER_WAIT;
+    let body = loop {
+        let body = http_get(port);
+        if body.ends_with("from the compose room\n") || std::time::Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(body.ends_with("from the compose room\n"), "the forwarded port answered {body:?}");
+
+    // The host's agent, in the service container.
+    let listed = ws.exec_ok(&["ssh-add", "-l"]);
+    assert!(listed.contains(&fingerprint), "{listed}");
+
+    // A pane, through a real terminal.
+    let mut term = pty::Term::spawn(workroom_bin(), &["shell", "--workspace-folder", &ws.folder()], 24, 80);
+    term.send(b"echo $((6*7))-$(hostname)-$PWD\r");
+    term.expect("42-", ANSWER_WAIT);
+    term.expect("-/workspace", ANSWER_WAIT);
+    term.send(b"exit 3\r");
+    assert_eq!(term.wait(ANSWER_WAIT), 3, "the pane's exit status ends `shell`");
+}
+
+fn http_get(port: u16) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let _ = write!(s, "GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
 }
