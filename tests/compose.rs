@@ -39,6 +39,9 @@ struct ComposeWs {
     env: Vec<(String, String)>,
     /// Peer messaging is on (folded into the room's name).
     peer: bool,
+    /// The project's name when a test sets it (`.env`, the environment);
+    /// else compose's default for the folder.
+    named: Option<String>,
 }
 
 impl ComposeWs {
@@ -58,7 +61,7 @@ impl ComposeWs {
             std::fs::write(path, text).unwrap();
         }
         std::fs::write(dir.path().join(".workroom.toml"), "peer_messaging = false\n").unwrap();
-        ComposeWs { dir, env: Vec::new(), peer: false }
+        ComposeWs { dir, env: Vec::new(), peer: false, named: None }
     }
 
     fn path(&self) -> &Path {
@@ -71,6 +74,9 @@ impl ComposeWs {
 
     /// `<folder>_devcontainer`, as compose and the reference name it.
     fn project(&self) -> String {
+        if let Some(named) = &self.named {
+            return named.clone();
+        }
         let base = self.path().file_name().unwrap().to_string_lossy().to_lowercase();
         format!("{base}_devcontainer")
     }
@@ -527,4 +533,29 @@ fn http_get(port: u16) -> String {
     let mut body = String::new();
     let _ = s.read_to_string(&mut body);
     body
+}
+
+#[test]
+fn the_project_name_from_dot_env_or_the_environment_is_the_one_compose_makes_and_down_removes() {
+    // The workspace folder's `.env`, as the reference reads it.
+    for source in ["dot-env", "environment"] {
+        let mut ws = ComposeWs::new(config(json!({})), &format!("{APP}{DB}"));
+        let name = format!("wr{}{source}", ws.path().file_name().unwrap().to_string_lossy().to_lowercase())
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+        match source {
+            "dot-env" => std::fs::write(ws.path().join(".env"), format!("COMPOSE_PROJECT_NAME={name}\n")).unwrap(),
+            _ => ws.env.push(("COMPOSE_PROJECT_NAME".into(), name.clone())),
+        }
+        ws.named = Some(name.clone());
+        ws.up();
+        let labels = inspect(&ws.room_name(), "{{json .Config.Labels}}");
+        assert_eq!(labels["com.docker.compose.project"], json!(name), "from {source}");
+        let mut states = ws.containers();
+        states.sort();
+        assert_eq!(states, vec!["app running", "db running"], "from {source}");
+        let out = ws.workroom(&["down", "--volumes"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(ws.containers(), Vec::<String>::new(), "down removed the project compose made, from {source}");
+        assert_eq!(ws.networks_and_volumes(), (String::new(), String::new()));
+    }
 }
