@@ -136,6 +136,12 @@ impl ComposeWs {
 
 impl Drop for ComposeWs {
     fn drop(&mut self) {
+        // The room by its folder too: a test that failed before its project
+        // got the name it expected must not leak it.
+        let folder = format!("label=devcontainer.local_folder={}", self.folder());
+        for id in String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &folder]).stdout).split_whitespace() {
+            remove_container(id);
+        }
         let filter = format!("label=com.docker.compose.project={}", self.project());
         for id in String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).split_whitespace() {
             remove_container(id);

@@ -204,6 +204,19 @@ fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when_the_room_is_kille
 }
 
 #[test]
+fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when_the_room_is_stopped_under_it() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let mut term = on_a_terminal(&format!("{}; echo rc=$?", exec_line(&ws, "-t -- sh")));
+    room_shell_answers(&mut term);
+    docker_ok(&["stop", "-t", "1", &ws.room_name()]);
+    let shown = term.expect("rc=", GUARD);
+    assert!(shown.contains(&format!("{} stopped while `sh` ran", ws.room_name())), "{shown}");
+    term.expect("125", GUARD);
+    assert_eq!(term.wait(GUARD), 0);
+}
+
+#[test]
 fn a_command_killed_by_itself_in_a_live_room_keeps_its_own_status() {
     let ws = Workspace::image(BUSYBOX);
     ws.up();
