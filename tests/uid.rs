@@ -89,3 +89,31 @@ fn a_uid_with_no_passwd_entry_as_remote_user_says_why_it_cannot_take_the_host_ui
     assert!(said.contains("uid 1001 has no entry in the image's /etc/passwd"), "{said}");
     assert!(said.contains(&format!("host user's uid {HOST_UID}")) && said.contains("useradd -u 1001"), "{said}");
 }
+
+/// Removes the image a Dockerfile config built, when the test ends.
+struct BuiltImage(String);
+
+impl Drop for BuiltImage {
+    fn drop(&mut self) {
+        let _ = docker(&["rmi", "-f", &self.0]);
+    }
+}
+
+#[test]
+fn an_image_built_with_user_1001_and_no_passwd_entry_says_why_no_uid_is_remapped_and_what_to_do() {
+    let ws = Workspace::with_devcontainer_folder(
+        serde_json::json!({ "build": { "dockerfile": "Dockerfile" } }),
+        &[("Dockerfile", &format!("FROM {DEBIAN}\nUSER 1001\n"))],
+    );
+    let _image = BuiltImage(ws.build_tag());
+    // The host user's own workspace, as on a laptop.
+    std::os::unix::fs::chown(ws.path(), Some(HOST_UID), Some(HOST_GID)).unwrap();
+    let out = workroom_as_host_user(&ws, &["up"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("uid 1001 has no entry in the image's /etc/passwd"), "{said}");
+    assert!(said.contains(&format!("host user's uid {HOST_UID}")) && said.contains("useradd -u 1001"), "{said}");
+    // What that means in the room: the image's user, unmapped.
+    let id = workroom_as_host_user(&ws, &["exec", "--", "id", "-u"]);
+    assert_eq!(stdout(&id).trim(), "1001");
+}
