@@ -75,8 +75,15 @@ fn two_uids_and_two_groups_share_sockets_pids_and_agents_only_within_their_own_g
     let a_dev = scope.workspace_with(dev(), &in_group("a"));
     let a_dev2 = scope.workspace_with(dev(), &in_group("a"));
     let a_root = scope.workspace_with(root(), &in_group("a"));
+    let a_root2 = scope.workspace_with(root(), &in_group("a"));
     let b_dev = scope.workspace_with(dev(), &in_group("b"));
-    let rooms = [(&a_dev, "dev", DEV), (&a_dev2, "dev", DEV), (&a_root, "root", 0), (&b_dev, "dev", DEV)];
+    let rooms = [
+        (&a_dev, "dev", DEV),
+        (&a_dev2, "dev", DEV),
+        (&a_root, "root", 0),
+        (&a_root2, "root", 0),
+        (&b_dev, "dev", DEV),
+    ];
     for (ws, _, _) in rooms {
         ws.up();
     }
@@ -103,7 +110,16 @@ fn two_uids_and_two_groups_share_sockets_pids_and_agents_only_within_their_own_g
          os.chmod('/tmp/cc-socks/two.sock', 0o600)",
     ]);
     let is_socket = |ws: &Workspace| ws.exec(&["test", "-S", "/tmp/cc-socks/two.sock"]).status.success();
-    assert_eq!(rooms.map(|(ws, _, _)| is_socket(ws)), [true, true, false, false], "a socket of a/1000 only");
+    assert_eq!(rooms.map(|(ws, _, _)| is_socket(ws)), [true, true, false, false, false], "a socket of a/1000 only");
+    // And root's group shares within itself just the same.
+    a_root.exec_ok(&[
+        "python3",
+        "-c",
+        "import os, socket; s = socket.socket(socket.AF_UNIX); s.bind('/tmp/cc-socks/root.sock'); \
+         os.chmod('/tmp/cc-socks/root.sock', 0o600)",
+    ]);
+    let is_root_socket = |ws: &Workspace| ws.exec(&["test", "-S", "/tmp/cc-socks/root.sock"]).status.success();
+    assert_eq!(rooms.map(|(ws, _, _)| is_root_socket(ws)), [false, false, true, true, false], "a socket of a/0 only");
 
     // A pid of a/1000 names that process in a/1000 only (other namespaces
     // number their own processes, so the check is by its command line).
@@ -112,7 +128,11 @@ fn two_uids_and_two_groups_share_sockets_pids_and_agents_only_within_their_own_g
         let out = ws.exec(&["sh", "-c", &format!("cat /proc/{pid}/cmdline 2>/dev/null | tr '\\0' ' '")]);
         stdout(&out).trim() == "sleep 612345"
     };
-    assert_eq!(rooms.map(|(ws, _, _)| names_it(ws)), [true, true, false, false], "pid {pid} resolves in a/1000 only");
+    assert_eq!(
+        rooms.map(|(ws, _, _)| names_it(ws)),
+        [true, true, false, false, false],
+        "pid {pid} resolves in a/1000 only"
+    );
 
     // The fixture agent lists and delivers within a group, sees nothing across.
     let ant = Running::agent(&a_dev, "ant");
