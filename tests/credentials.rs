@@ -136,3 +136,26 @@ fn an_ssh_agent_started_after_the_room_was_made_is_forwarded_by_the_next_up() {
     assert!(listed.status.success(), "ssh-add -l in the room: {}{}", stdout(&listed), stderr(&listed));
     assert!(stdout(&listed).contains(&fingerprint), "{} does not list {fingerprint}", stdout(&listed));
 }
+
+#[test]
+fn a_killed_forwarder_that_carried_only_git_credentials_is_started_again_by_a_fast_path_up() {
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    let gitconfig = room.home.path().join("gitconfig");
+    std::fs::write(&gitconfig, "[credential]\n\thelper = \"!f() { echo username=u; echo password=from-host; }; f\"\n")
+        .unwrap();
+    room.gitconfig = Some(gitconfig);
+    room.workroom_ok(&["up"]);
+    let pid_file = room.home.path().join("workroom").join(format!("{}.pid", room.ws.room_name()));
+    let killed: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(killed), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{killed}")).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The room runs and its hooks are done: this `up` takes the fast path.
+    room.workroom_ok(&["up"]);
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap_or_default().trim().parse().unwrap_or(0);
+    assert!(pid != killed && std::path::Path::new(&format!("/proc/{pid}")).exists(), "no live forwarder after up");
+    let filled = room.exec(&["sh", "-c", "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill"]);
+    assert!(stdout(&filled).contains("password=from-host"), "{}{}", stdout(&filled), stderr(&filled));
+}

@@ -28,10 +28,9 @@ pub fn current(room: &str, started_at: &str) -> Option<Status> {
 /// How `up` reached the forwarder check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
-    /// Nothing else was due: no process is spawned to decide, so whether
-    /// the host's git has a credential helper (a `git config` run) is not
-    /// asked, and a room with only git credentials to carry gets its
-    /// forwarder back at its next start. Ports and an ssh-agent are seen.
+    /// Nothing else was due: no process is spawned to decide. Whether the
+    /// host's git has a credential helper is guessed from git's config
+    /// files (no `git config` run); ports and an ssh-agent are seen.
     Fast,
     /// The room was made, started or had hooks due: everything is asked.
     Full,
@@ -59,7 +58,11 @@ pub async fn ensure_for_up(
     }
     let carries = !loaded.model.forward_ports.is_empty()
         || match check {
-            Check::Fast => super::host_ssh_agent(&loaded.workspace.local_folder).is_some(),
+            Check::Fast => {
+                super::host_ssh_agent(&loaded.workspace.local_folder).is_some()
+                    || (super::settings::load(&loaded.workspace.local_folder).git_credentials
+                        && super::host_credentials::host_git_config_names_a_helper())
+            }
             Check::Full => {
                 let offer = super::host_offer(&loaded.workspace.local_folder);
                 offer.ssh_agent.is_some() || offer.git_credentials

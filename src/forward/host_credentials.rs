@@ -113,6 +113,54 @@ async fn git_credential(operation: &str, input: &str) -> Result<String, String> 
 
 /// Whether the host's git has a credential helper to ask; without one,
 /// `git credential fill` could only prompt, and there is no terminal.
+/// A guess at [`host_git_has_helper`] from git's global and system config
+/// files alone, for `up`'s fast path, which spawns no process: whether one
+/// of them sets `helper` in a `[credential]` section. `include`s are not
+/// followed, so a helper set only through one is missed here (and seen at
+/// the room's next full `up`); a forwarder started on a wrong guess asks
+/// git itself before offering anything.
+pub fn host_git_config_names_a_helper() -> bool {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    let home = env("HOME");
+    let mut files = Vec::new();
+    match env("GIT_CONFIG_GLOBAL") {
+        Some(global) => files.push(global),
+        None => {
+            files.extend(home.as_ref().map(|h| h.join(".gitconfig")));
+            let xdg = env("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+            files.extend(xdg.map(|x| x.join("git/config")));
+        }
+    }
+    if std::env::var_os("GIT_CONFIG_NOSYSTEM").is_none() {
+        files.push(env("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into()));
+    }
+    files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).any(|text| names_a_credential_helper(&text))
+}
+
+/// Whether git config text sets a non-empty `helper` in a `[credential]` or
+/// `[credential "URL"]` section (an empty value resets the list, as in git).
+fn names_a_credential_helper(text: &str) -> bool {
+    let mut in_credential = false;
+    let mut found = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix('[') {
+            let section = rest.split([']', ' ', '"', '.']).next().unwrap_or("");
+            in_credential = section.eq_ignore_ascii_case("credential");
+            continue;
+        }
+        if !in_credential {
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        if key.trim().eq_ignore_ascii_case("helper") {
+            let value = value.split(['#', ';']).next().unwrap_or("").trim().trim_matches('"');
+            found = !value.is_empty();
+        }
+    }
+    found
+}
+
 pub fn host_git_has_helper() -> bool {
     std::process::Command::new("git")
         .args(["config", "--get-all", "credential.helper"])
@@ -120,4 +168,24 @@ pub fn host_git_has_helper() -> bool {
         .stderr(Stdio::null())
         .output()
         .is_ok_and(|o| o.status.success() && !o.stdout.trim_ascii().is_empty())
+}
+
+#[cfg(test)]
+mod helper_guess_tests {
+    use super::names_a_credential_helper;
+
+    #[test]
+    fn a_helper_in_a_credential_section_is_seen_and_an_empty_one_resets_it() {
+        for (text, expected) in [
+            ("[credential]\n\thelper = store\n", true),
+            ("[Credential \"https://example.com\"]\n  helper=cache --timeout 60\n", true),
+            ("[user]\n\tname = ann\n[core]\n\thelper = store\n", false),
+            ("[credential]\n\thelper = store\n\thelper =\n", false),
+            ("[credential]\n\tusername = ann\n", false),
+            ("# [credential]\n# helper = store\n", false),
+            ("", false),
+        ] {
+            assert_eq!(names_a_credential_helper(text), expected, "{text:?}");
+        }
+    }
 }
