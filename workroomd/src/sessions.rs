@@ -64,3 +64,36 @@ fn lives_here(here: &Namespace, s: &Session, uid: u32, gid: u32) -> bool {
     let socket = std::fs::metadata(&s.socket).is_ok_and(|m| m.file_type().is_socket());
     alive && socket && here.holds(s.pid, uid, gid).is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(pid: i32, socket: &Path) -> Session {
+        Session {
+            pid,
+            name: Some("ant".into()),
+            session_id: None,
+            cwd: None,
+            socket: socket.display().to_string(),
+            started_at: None,
+        }
+    }
+
+    #[test]
+    fn a_live_session_is_listed_only_while_its_inbox_is_a_socket() {
+        let dir = std::env::temp_dir().join(format!("wr-sessions-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let inbox = dir.join("ant.sock");
+        let here = Namespace::own();
+        let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+        let me = std::process::id() as i32;
+        assert!(!lives_here(&here, &session(me, &inbox), uid, gid), "no socket yet: not listed");
+        std::fs::write(&inbox, b"").unwrap();
+        assert!(!lives_here(&here, &session(me, &inbox), uid, gid), "a plain file is no inbox");
+        std::fs::remove_file(&inbox).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(&inbox).unwrap();
+        assert!(lives_here(&here, &session(me, &inbox), uid, gid), "live pid and a real socket: listed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
