@@ -137,15 +137,19 @@ pub fn host_git_config_names_a_helper() -> bool {
     files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).any(|text| names_a_credential_helper(&text))
 }
 
-/// Whether git config text sets a non-empty `helper` in a `[credential]` or
-/// `[credential "URL"]` section (an empty value resets the list, as in git).
+/// Whether git config text sets a non-empty `helper` in its `[credential]`
+/// section (an empty value resets the list, as in git).
 fn names_a_credential_helper(text: &str) -> bool {
     let mut in_credential = false;
     let mut found = false;
     for line in text.lines() {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix('[') {
-            let section = rest.split([']', ' ', '"', '.']).next().unwrap_or("");
+            // `[credential]` alone: a URL's own section (`[credential
+            // "https://…"]`) is not what `git config --get-all
+            // credential.helper` reads, and a wrong yes would start a
+            // forwarder on every `up` that then finds nothing to carry.
+            let section = rest.split(']').next().unwrap_or("").trim();
             in_credential = section.eq_ignore_ascii_case("credential");
             continue;
         }
@@ -178,7 +182,8 @@ mod helper_guess_tests {
     fn a_helper_in_a_credential_section_is_seen_and_an_empty_one_resets_it() {
         for (text, expected) in [
             ("[credential]\n\thelper = store\n", true),
-            ("[Credential \"https://example.com\"]\n  helper=cache --timeout 60\n", true),
+            ("[Credential]\n  helper=cache --timeout 60\n", true),
+            ("[credential \"https://example.com\"]\n\thelper = gcloud.sh\n", false),
             ("[user]\n\tname = ann\n[core]\n\thelper = store\n", false),
             ("[credential]\n\thelper = store\n\thelper =\n", false),
             ("[credential]\n\tusername = ann\n", false),
