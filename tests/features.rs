@@ -521,3 +521,96 @@ fn two_ups_of_the_same_features_at_once_build_the_image_once() {
         .collect();
     assert_eq!(holding.len(), 1, "{holding:?}");
 }
+
+/// Reads the service feature's heartbeat until it moves: a loop that writes
+/// it is alive now (every process of a room dies with its stop, so after a
+/// restart only that start's entrypoint can have started it).
+fn heartbeat_moves(ws: &FeatureWorkspace) -> String {
+    let read = || ws.exec(&["cat", "/tmp/wr-service-heartbeat"]);
+    let deadline = std::time::Instant::now() + HEARTBEAT_WAIT;
+    let mut first: Option<String> = None;
+    loop {
+        let out = read();
+        if out.status.success() {
+            let now = stdout(&out).trim().to_string();
+            match &first {
+                Some(before) if *before != now => return now,
+                Some(_) => {}
+                None => first = Some(now),
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the heartbeat did not move within {HEARTBEAT_WAIT:?}");
+    }
+}
+
+/// The heartbeat loop writes every second; a few seconds of slack for a
+/// loaded machine.
+const HEARTBEAT_WAIT: Duration = Duration::from_secs(20);
+
+/// A named volume a room's metadata made; removed on drop.
+struct VolumeGuard(String);
+
+impl Drop for VolumeGuard {
+    fn drop(&mut self) {
+        let _ = docker(&["volume", "rm", "-f", &self.0]);
+    }
+}
+
+#[test]
+fn a_features_entrypoint_capability_mount_and_hooks_take_effect_in_the_room_and_again_after_a_restart() {
+    let ws = FeatureWorkspace::new(json!({
+        "image": DEBIAN,
+        "features": { "./service": {} },
+        "postCreateCommand": "echo config-postcreate >> /tmp/wr-service-hooks"
+    }));
+    copy_dir(&repo_root().join("fixtures/features/src/service"), &ws.config_dir().join("service"));
+    let out = ws.up(&[], &[]);
+    let room = ws.room_name();
+    let mounts: Vec<Value> =
+        serde_json::from_str(&docker_ok(&["inspect", &room, "--format", "{{json .Mounts}}"])).unwrap();
+    let mount = mounts.iter().find(|m| m["Destination"] == "/var/lib/wr-service").cloned();
+    let _volume = mount.as_ref().map(|m| VolumeGuard(m["Name"].as_str().unwrap_or_default().to_string()));
+    let err = stderr(&out);
+
+    // The mount: the feature's named volume, its ${devcontainerId} substituted.
+    let mount = mount.unwrap_or_else(|| panic!("no mount at /var/lib/wr-service: {mounts:?}"));
+    assert_eq!(mount["Type"], "volume");
+    let name = mount["Name"].as_str().unwrap();
+    assert!(name.starts_with("wr-feature-service-") && !name.contains('$'), "{name}");
+    ws.exec_ok(&["sh", "-c", "echo kept > /var/lib/wr-service/kept"]);
+
+    // The capability, said once as it widens the room, and applied.
+    let caps = docker_ok(&["inspect", &room, "--format", "{{json .HostConfig.CapAdd}}"]);
+    assert!(caps.contains("SYS_PTRACE"), "{caps}");
+    assert!(err.contains("capability SYS_PTRACE (asked by feature ./service)"), "{err}");
+    let effective = ws.exec_ok(&["sh", "-c", "grep CapBnd /proc/self/status"]);
+    let bounding = u64::from_str_radix(effective.split_whitespace().last().unwrap(), 16).unwrap();
+    const CAP_SYS_PTRACE: u32 = 19;
+    assert_ne!(bounding & (1 << CAP_SYS_PTRACE), 0, "SYS_PTRACE is in the room's bounding set: {effective}");
+
+    // The entrypoint started the service as root; the daemon stays PID 1's child.
+    heartbeat_moves(&ws);
+    assert_eq!(ws.exec_ok(&["stat", "-c", "%U", "/tmp/wr-service-heartbeat"]), "root\n");
+    let main = ws.exec_ok(&["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]);
+    assert!(main.contains("workroomd serve --entrypoint /usr/local/share/wr-service/start.sh"), "{main}");
+
+    // The hooks: the feature's before the config's, each named by its origin.
+    assert_eq!(
+        ws.exec_ok(&["cat", "/tmp/wr-service-hooks"]),
+        "service-postcreate\nconfig-postcreate\nservice-poststart\n"
+    );
+    assert!(err.contains("[postCreateCommand from feature ./service]"), "{err}");
+    assert!(err.contains("[postCreateCommand from devcontainer.json]"), "{err}");
+
+    // A restart: the entrypoint runs again (a live heartbeat), postStart
+    // again, postCreate not; the volume keeps its file.
+    docker_ok(&["restart", "-t", "1", &room]);
+    let again = ws.workroom(&["up"]);
+    assert!(again.status.success(), "up after the restart: {}", stderr(&again));
+    heartbeat_moves(&ws);
+    assert_eq!(
+        ws.exec_ok(&["cat", "/tmp/wr-service-hooks"]),
+        "service-postcreate\nconfig-postcreate\nservice-poststart\nservice-poststart\n"
+    );
+    assert_eq!(ws.exec_ok(&["cat", "/var/lib/wr-service/kept"]), "kept\n");
+}
