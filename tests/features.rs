@@ -547,12 +547,17 @@ fn heartbeat_moves(ws: &FeatureWorkspace) -> String {
 /// loaded machine.
 const HEARTBEAT_WAIT: Duration = Duration::from_secs(20);
 
-/// A named volume a room's metadata made; removed on drop.
-struct VolumeGuard(String);
+/// A named volume a room's metadata made, and the room using it: both
+/// removed on drop (the room first, or the volume is in use).
+struct VolumeGuard {
+    volume: String,
+    room: String,
+}
 
 impl Drop for VolumeGuard {
     fn drop(&mut self) {
-        let _ = docker(&["volume", "rm", "-f", &self.0]);
+        remove_container(&self.room);
+        let _ = docker(&["volume", "rm", "-f", &self.volume]);
     }
 }
 
@@ -569,7 +574,9 @@ fn a_features_entrypoint_capability_mount_and_hooks_take_effect_in_the_room_and_
     let mounts: Vec<Value> =
         serde_json::from_str(&docker_ok(&["inspect", &room, "--format", "{{json .Mounts}}"])).unwrap();
     let mount = mounts.iter().find(|m| m["Destination"] == "/var/lib/wr-service").cloned();
-    let _volume = mount.as_ref().map(|m| VolumeGuard(m["Name"].as_str().unwrap_or_default().to_string()));
+    let _volume = mount
+        .as_ref()
+        .map(|m| VolumeGuard { volume: m["Name"].as_str().unwrap_or_default().to_string(), room: room.clone() });
     let err = stderr(&out);
 
     // The mount: the feature's named volume, its ${devcontainerId} substituted.
