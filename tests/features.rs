@@ -80,6 +80,14 @@ impl FeatureWorkspace {
         docker_ok(&["image", "inspect", &self.room_image(), "--format", "{{.Id}}"])
     }
 
+    /// `workroom config --json --include-merged-configuration`'s merged configuration.
+    fn merged_configuration(&self) -> Value {
+        let out = self.run(&["config", "--json", "--include-merged-configuration"], &[]);
+        assert!(out.status.success(), "config: {}", stderr(&out));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        merged_of(&printed)
+    }
+
     fn label_entries(&self) -> Vec<Value> {
         let label = docker_ok(&[
             "image",
@@ -108,6 +116,10 @@ impl Drop for FeatureWorkspace {
         images.dedup();
         for image in images.iter().filter(|i| i.starts_with("workroom-features:")) {
             let _ = docker(&["rmi", image]);
+            // A room's image with the config's entry stands on the installed image.
+            if let Some((installed, _label)) = image.split_once(':').and_then(|(_, tag)| tag.split_once('-')) {
+                let _ = docker(&["rmi", &format!("workroom-features:{installed}")]);
+            }
         }
     }
 }
@@ -386,52 +398,176 @@ fn a_local_feature_and_a_tarball_over_http_install_with_progress_on_a_terminal()
 fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config() {
     let registry = Registry::start();
     registry.publish_fixtures();
+    // Features with a dependency, a capability, a mount and hooks, under a
+    // config with entries of its own for the label and the merge.
     let config = json!({
         "image": DEBIAN,
-        "features": { registry.feature("dependent", "2"): {}, registry.feature("base", "1"): {} }
+        "features": {
+            registry.feature("dependent", "2"): {},
+            registry.feature("base", "1"): {},
+            registry.feature("service", "1"): {}
+        },
+        "remoteUser": "dev",
+        "containerEnv": { "WR_CONFIG_ENV": "from-config" },
+        "remoteEnv": { "WR_REMOTE": "${containerEnv:WR_BASE_HOME}/remote" },
+        "postCreateCommand": "echo config-postcreate >> /tmp/wr-service-hooks"
     });
     let ours = FeatureWorkspace::new(config.clone());
     let theirs = FeatureWorkspace::new(config);
+    ours.open_to_room_users();
+    theirs.open_to_room_users();
+    let reference = |args: &[&str]| {
+        let mut node = std::process::Command::new("node");
+        // Its options first: what follows `exec`'s command is the command's.
+        node.arg(registry::reference_cli()).args(&args[..1]).args(["--workspace-folder", &theirs.folder()]);
+        node.args(&args[1..]);
+        node.envs(theirs.env.iter().map(|(k, v)| (k, v)));
+        output_within_guard(node, None, UP_GUARD)
+    };
+    // Read before either room exists: both resolve the features themselves.
+    let merged_before = (
+        ours.merged_configuration(),
+        merged_of(&reference_json(&reference(&["read-configuration", "--include-merged-configuration"]))),
+    );
     ours.up(&[], &[]);
 
-    let mut node = std::process::Command::new("node");
-    node.arg(registry::reference_cli()).args(["up", "--workspace-folder", &theirs.folder()]);
-    node.envs(theirs.env.iter().map(|(k, v)| (k, v)));
-    let out = output_within_guard(node, None, UP_GUARD);
+    // Else it builds one more image to move dev's uid (we are root, so it
+    // would change nothing) and leaves it behind.
+    let out = reference(&["up", "--update-remote-user-uid-default", "never"]);
     let their_container = theirs.containers();
     let their_image = their_container
         .first()
         .map(|c| docker_ok(&["inspect", c, "--format", "{{.Config.Image}}"]))
         .unwrap_or_default();
-    // Removed with the test whatever happens below (tagged by the reference).
+    // Removed with the test whatever happens below (tagged by the reference),
+    // with the temporary image its classic build leaves behind.
     let _their_image = ImageGuard(their_image.clone());
+    let _their_temp = ImageGuard("dev_container_feature_content_temp".into());
+    let _their_volume = their_container.first().and_then(|c| feature_volume(c));
+    let _our_volume = feature_volume(&ours.room_name());
     assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
-    let theirs_exec = |cmd: &str| docker_ok(&["exec", &their_container[0], "sh", "-c", cmd]);
+    let up = reference_json(&out);
+    assert_eq!(up["outcome"], "success", "{up}");
 
-    // The same files, the same order, the same env, the same user.
+    // The same remote user: the one both exec as.
+    assert_eq!(up["remoteUser"], "dev");
+    let theirs_exec = |cmd: &str| {
+        let out = reference(&["exec", "sh", "-c", cmd]);
+        assert!(out.status.success(), "devcontainer exec {cmd}: {}", stderr(&out));
+        stdout(&out)
+    };
+    // The same files, the same order, the same hooks, the same user.
     for cmd in [
         "cat /usr/local/share/wr-order",
         "cat /usr/local/share/wr-options/values",
         "cat /usr/local/share/wr-dependent/saw",
-        "echo $WR_BASE_HOME $WR_OPTIONS_HOME; wr-base",
+        "cat /tmp/wr-service-hooks",
+        "wr-base",
         "id -un",
     ] {
-        assert_eq!(ours.exec_ok(&["sh", "-c", cmd]).trim_end(), theirs_exec(cmd), "{cmd}");
+        assert_eq!(ours.exec_ok(&["sh", "-c", cmd]), theirs_exec(cmd), "{cmd}");
     }
+    // The same env in exec: the features', the config's and the remote
+    // env, as the user's login shell gives it. Aside: the container's name;
+    // what a shell of theirs adds (PWD, SHLVL) and the login variables we
+    // set (USER, LOGNAME, SHELL); and PATH past the image's entries, since
+    // the reference rewrites the room's /etc/profile so that a login shell
+    // keeps the image's PATH, where we leave the image's files alone and
+    // merge the login shell's PATH under the image's (as its probe does).
+    let env = |text: String, ws: &Workspace| -> Vec<String> {
+        const ASIDE: &[&str] = &["HOSTNAME", "_", "PWD", "SHLVL", "USER", "LOGNAME", "SHELL"];
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !ASIDE.iter().any(|k| l.starts_with(&format!("{k}="))))
+            .map(|l| match l.strip_prefix("PATH=") {
+                Some(path) => format!("PATH={}:…", path.split(':').next().unwrap_or_default()),
+                None => l.replace(&ws.remote_folder(), "/workspaces/WS"),
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    let our_env = env(ours.exec_ok(&["env"]), &ours.ws);
+    for var in
+        ["WR_REMOTE=/opt/wr-base/remote", "WR_CONFIG_ENV=from-config", "PATH=/opt/wr-base/bin:…", "HOME=/home/dev"]
+    {
+        assert!(our_env.contains(&var.to_string()), "{var} in {our_env:?}");
+    }
+    assert_eq!(our_env, env(theirs_exec("env"), &theirs.ws));
     // The same lockfile, byte for byte.
     assert_eq!(ours.lockfile(), theirs.lockfile());
-    // The same feature entries in the image label (the reference appends
-    // the config's own entry last; ours is merged at create time).
-    let their_entries: Vec<Value> = serde_json::from_str(&docker_ok(&[
-        "image",
-        "inspect",
-        &their_image,
-        "--format",
-        "{{index .Config.Labels \"devcontainer.metadata\"}}",
-    ]))
-    .unwrap();
-    let feature_entries: Vec<Value> = their_entries.into_iter().filter(|e| e.get("id").is_some()).collect();
-    assert_eq!(ours.label_entries(), feature_entries);
+    // The same image label: the base image's entries, the features', then
+    // devcontainer.json's; and the same container label.
+    let image_label = |image: &str| {
+        docker_ok(&["image", "inspect", image, "--format", "{{index .Config.Labels \"devcontainer.metadata\"}}"])
+    };
+    let (our_label, their_label) = (image_label(&ours.room_image()), image_label(&their_image));
+    assert!(our_label.contains("\"remoteUser\":\"dev\""), "the config's entry is in the image label: {our_label}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&our_label).unwrap(),
+        serde_json::from_str::<Value>(&their_label).unwrap()
+    );
+    let container_label = |c: &str| -> Value {
+        serde_json::from_str(&docker_ok(&[
+            "inspect",
+            c,
+            "--format",
+            "{{index .Config.Labels \"devcontainer.metadata\"}}",
+        ]))
+        .unwrap()
+    };
+    assert_eq!(container_label(&ours.room_name()), container_label(&their_container[0]));
+
+    // The same merged configuration, before the rooms and read back from them.
+    let (ours_before, theirs_before) = merged_before;
+    assert_eq!(ours_before, with_config_path(theirs_before, &ours_before));
+    let theirs_after =
+        merged_of(&reference_json(&reference(&["read-configuration", "--include-merged-configuration"])));
+    let ours_after = ours.merged_configuration();
+    assert_eq!(ours_after, with_config_path(theirs_after, &ours_after));
+    assert_eq!(ours_after["remoteUser"], "dev");
+    assert_eq!(ours_after["capAdd"], json!(["SYS_PTRACE"]));
+}
+
+/// The last JSON line a reference command printed on stdout.
+fn reference_json(out: &std::process::Output) -> Value {
+    let text = stdout(out);
+    let line = text.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("null");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("reference output ({e}): {text}\n{}", stderr(out)))
+}
+
+/// The merged configuration as both print it, with the reference's
+/// `configFilePath` URI reduced to its path.
+fn merged_of(printed: &Value) -> Value {
+    let mut merged = printed["mergedConfiguration"].clone();
+    if let Some(uri) = merged.get("configFilePath").and_then(|p| p.get("fsPath")).cloned() {
+        merged["configFilePath"] = uri;
+    }
+    merged
+}
+
+/// `theirs` with `ours`'s config path and the service feature's volume
+/// name: in a merged configuration these name each workspace (its own file,
+/// its `${devcontainerId}`).
+fn with_config_path(mut theirs: Value, ours: &Value) -> Value {
+    theirs["configFilePath"] = ours["configFilePath"].clone();
+    let volume = |m: &Value| m["mounts"].as_array()?.iter().find(|m| m["target"] == "/var/lib/wr-service").cloned();
+    if let (Some(their_mount), Some(our_mount)) = (volume(&theirs), volume(ours)) {
+        assert!(their_mount["source"].as_str().is_some_and(|s| s.starts_with("wr-feature-service-")), "{their_mount}");
+        for m in theirs["mounts"].as_array_mut().unwrap().iter_mut().filter(|m| **m == their_mount) {
+            m["source"] = our_mount["source"].clone();
+        }
+    }
+    theirs
+}
+
+/// The service feature's volume on a container, removed on drop.
+fn feature_volume(container: &str) -> Option<VolumeGuard> {
+    let mounts: Vec<Value> =
+        serde_json::from_slice(docker(&["inspect", container, "--format", "{{json .Mounts}}"]).stdout.trim_ascii())
+            .ok()?;
+    let volume = mounts.iter().find(|m| m["Destination"] == "/var/lib/wr-service")?["Name"].as_str()?.to_string();
+    Some(VolumeGuard { volume, room: container.to_string() })
 }
 
 /// Removes an image the test made (or had the reference make), with the
