@@ -138,7 +138,10 @@ fn registry_features_install_in_order_and_a_second_up_fetches_and_builds_nothing
     let config = json!({ "image": DEBIAN, "features": { &dependent: {}, &base: {}, &service: {} } });
     let ws = FeatureWorkspace::new(config.clone());
 
+    let published = registry.requests();
+    assert!(published > 0, "the access log counts requests (the publish made some):\n{}", registry.log());
     ws.up(&[], &[]);
+    assert!(registry.requests() > published, "the first up fetched from the registry:\n{}", registry.log());
     // dependsOn (options, with the options dependent gives it) and
     // installsAfter (base) before dependent; each round sorted by id.
     assert_eq!(ws.exec_ok(&["cat", "/usr/local/share/wr-order"]), "base\noptions\nservice\ndependent\n");
@@ -207,6 +210,29 @@ fn registry_features_install_in_order_and_a_second_up_fetches_and_builds_nothing
     ws.up(&[], &[]);
     assert_eq!(ws.image_id(), image);
     assert_eq!(ws.exec_ok(&["wr-base"]), "base tool\n");
+
+    // Without the lockfile too: each tag's last resolution stands in, said.
+    assert!(ws.workroom(&["down"]).status.success());
+    let out = ws.up(&["--no-lockfile"], &[]);
+    assert_eq!(ws.image_id(), image);
+    assert!(
+        stderr(&out).contains(&format!("{base}: the registry cannot be reached; using the cached sha256:")),
+        "{}",
+        stderr(&out)
+    );
+
+    // overrideFeatureInstallOrder (ids without their tag) puts the service
+    // first, as far as dependencies allow; still offline, as all is cached.
+    let service_id = service.rsplit_once(':').unwrap().0.to_string();
+    ws.rewrite(json!({
+        "image": DEBIAN,
+        "features": { &dependent: {}, &base: {}, &service: {} },
+        "overrideFeatureInstallOrder": [service_id]
+    }));
+    assert!(ws.workroom(&["down"]).status.success());
+    ws.up(&[], &[]);
+    assert_eq!(ws.exec_ok(&["cat", "/usr/local/share/wr-order"]), "service\nbase\noptions\ndependent\n");
+    assert_ne!(ws.image_id(), image, "another order is another image");
 }
 
 #[test]
