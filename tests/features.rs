@@ -80,6 +80,14 @@ impl FeatureWorkspace {
         docker_ok(&["image", "inspect", &self.room_image(), "--format", "{{.Id}}"])
     }
 
+    /// `workroom config --json --include-merged-configuration`'s merged configuration.
+    fn merged_configuration(&self) -> Value {
+        let out = self.run(&["config", "--json", "--include-merged-configuration"], &[]);
+        assert!(out.status.success(), "config: {}", stderr(&out));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        merged_of(&printed)
+    }
+
     fn label_entries(&self) -> Vec<Value> {
         let label = docker_ok(&[
             "image",
@@ -108,6 +116,10 @@ impl Drop for FeatureWorkspace {
         images.dedup();
         for image in images.iter().filter(|i| i.starts_with("workroom-features:")) {
             let _ = docker(&["rmi", image]);
+            // A room's image with the config's entry stands on the installed image.
+            if let Some((installed, _label)) = image.split_once(':').and_then(|(_, tag)| tag.split_once('-')) {
+                let _ = docker(&["rmi", &format!("workroom-features:{installed}")]);
+            }
         }
     }
 }
@@ -126,7 +138,10 @@ fn registry_features_install_in_order_and_a_second_up_fetches_and_builds_nothing
     let config = json!({ "image": DEBIAN, "features": { &dependent: {}, &base: {}, &service: {} } });
     let ws = FeatureWorkspace::new(config.clone());
 
+    let published = registry.requests();
+    assert!(published > 0, "the access log counts requests (the publish made some):\n{}", registry.log());
     ws.up(&[], &[]);
+    assert!(registry.requests() > published, "the first up fetched from the registry:\n{}", registry.log());
     // dependsOn (options, with the options dependent gives it) and
     // installsAfter (base) before dependent; each round sorted by id.
     assert_eq!(ws.exec_ok(&["cat", "/usr/local/share/wr-order"]), "base\noptions\nservice\ndependent\n");
@@ -195,6 +210,29 @@ fn registry_features_install_in_order_and_a_second_up_fetches_and_builds_nothing
     ws.up(&[], &[]);
     assert_eq!(ws.image_id(), image);
     assert_eq!(ws.exec_ok(&["wr-base"]), "base tool\n");
+
+    // Without the lockfile too: each tag's last resolution stands in, said.
+    assert!(ws.workroom(&["down"]).status.success());
+    let out = ws.up(&["--no-lockfile"], &[]);
+    assert_eq!(ws.image_id(), image);
+    assert!(
+        stderr(&out).contains(&format!("{base}: the registry cannot be reached; using the cached sha256:")),
+        "{}",
+        stderr(&out)
+    );
+
+    // overrideFeatureInstallOrder (ids without their tag) puts the service
+    // first, as far as dependencies allow; still offline, as all is cached.
+    let service_id = service.rsplit_once(':').unwrap().0.to_string();
+    ws.rewrite(json!({
+        "image": DEBIAN,
+        "features": { &dependent: {}, &base: {}, &service: {} },
+        "overrideFeatureInstallOrder": [service_id]
+    }));
+    assert!(ws.workroom(&["down"]).status.success());
+    ws.up(&[], &[]);
+    assert_eq!(ws.exec_ok(&["cat", "/usr/local/share/wr-order"]), "service\nbase\noptions\ndependent\n");
+    assert_ne!(ws.image_id(), image, "another order is another image");
 }
 
 #[test]
@@ -386,52 +424,176 @@ fn a_local_feature_and_a_tarball_over_http_install_with_progress_on_a_terminal()
 fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config() {
     let registry = Registry::start();
     registry.publish_fixtures();
+    // Features with a dependency, a capability, a mount and hooks, under a
+    // config with entries of its own for the label and the merge.
     let config = json!({
         "image": DEBIAN,
-        "features": { registry.feature("dependent", "2"): {}, registry.feature("base", "1"): {} }
+        "features": {
+            registry.feature("dependent", "2"): {},
+            registry.feature("base", "1"): {},
+            registry.feature("service", "1"): {}
+        },
+        "remoteUser": "dev",
+        "containerEnv": { "WR_CONFIG_ENV": "from-config" },
+        "remoteEnv": { "WR_REMOTE": "${containerEnv:WR_BASE_HOME}/remote" },
+        "postCreateCommand": "echo config-postcreate >> /tmp/wr-service-hooks"
     });
     let ours = FeatureWorkspace::new(config.clone());
     let theirs = FeatureWorkspace::new(config);
+    ours.open_to_room_users();
+    theirs.open_to_room_users();
+    let reference = |args: &[&str]| {
+        let mut node = std::process::Command::new("node");
+        // Its options first: what follows `exec`'s command is the command's.
+        node.arg(registry::reference_cli()).args(&args[..1]).args(["--workspace-folder", &theirs.folder()]);
+        node.args(&args[1..]);
+        node.envs(theirs.env.iter().map(|(k, v)| (k, v)));
+        output_within_guard(node, None, UP_GUARD)
+    };
+    // Read before either room exists: both resolve the features themselves.
+    let merged_before = (
+        ours.merged_configuration(),
+        merged_of(&reference_json(&reference(&["read-configuration", "--include-merged-configuration"]))),
+    );
     ours.up(&[], &[]);
 
-    let mut node = std::process::Command::new("node");
-    node.arg(registry::reference_cli()).args(["up", "--workspace-folder", &theirs.folder()]);
-    node.envs(theirs.env.iter().map(|(k, v)| (k, v)));
-    let out = output_within_guard(node, None, UP_GUARD);
+    // Else it builds one more image to move dev's uid (we are root, so it
+    // would change nothing) and leaves it behind.
+    let out = reference(&["up", "--update-remote-user-uid-default", "never"]);
     let their_container = theirs.containers();
     let their_image = their_container
         .first()
         .map(|c| docker_ok(&["inspect", c, "--format", "{{.Config.Image}}"]))
         .unwrap_or_default();
-    // Removed with the test whatever happens below (tagged by the reference).
+    // Removed with the test whatever happens below (tagged by the reference),
+    // with the temporary image its classic build leaves behind.
     let _their_image = ImageGuard(their_image.clone());
+    let _their_temp = ImageGuard("dev_container_feature_content_temp".into());
+    let _their_volume = their_container.first().and_then(|c| feature_volume(c));
+    let _our_volume = feature_volume(&ours.room_name());
     assert!(out.status.success(), "devcontainer up: {}\n{}", stdout(&out), stderr(&out));
-    let theirs_exec = |cmd: &str| docker_ok(&["exec", &their_container[0], "sh", "-c", cmd]);
+    let up = reference_json(&out);
+    assert_eq!(up["outcome"], "success", "{up}");
 
-    // The same files, the same order, the same env, the same user.
+    // The same remote user: the one both exec as.
+    assert_eq!(up["remoteUser"], "dev");
+    let theirs_exec = |cmd: &str| {
+        let out = reference(&["exec", "sh", "-c", cmd]);
+        assert!(out.status.success(), "devcontainer exec {cmd}: {}", stderr(&out));
+        stdout(&out)
+    };
+    // The same files, the same order, the same hooks, the same user.
     for cmd in [
         "cat /usr/local/share/wr-order",
         "cat /usr/local/share/wr-options/values",
         "cat /usr/local/share/wr-dependent/saw",
-        "echo $WR_BASE_HOME $WR_OPTIONS_HOME; wr-base",
+        "cat /tmp/wr-service-hooks",
+        "wr-base",
         "id -un",
     ] {
-        assert_eq!(ours.exec_ok(&["sh", "-c", cmd]).trim_end(), theirs_exec(cmd), "{cmd}");
+        assert_eq!(ours.exec_ok(&["sh", "-c", cmd]), theirs_exec(cmd), "{cmd}");
     }
+    // The same env in exec: the features', the config's and the remote
+    // env, as the user's login shell gives it. Aside: the container's name;
+    // what a shell of theirs adds (PWD, SHLVL) and the login variables we
+    // set (USER, LOGNAME, SHELL); and PATH past the image's entries, since
+    // the reference rewrites the room's /etc/profile so that a login shell
+    // keeps the image's PATH, where we leave the image's files alone and
+    // merge the login shell's PATH under the image's (as its probe does).
+    let env = |text: String, ws: &Workspace| -> Vec<String> {
+        const ASIDE: &[&str] = &["HOSTNAME", "_", "PWD", "SHLVL", "USER", "LOGNAME", "SHELL"];
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !ASIDE.iter().any(|k| l.starts_with(&format!("{k}="))))
+            .map(|l| match l.strip_prefix("PATH=") {
+                Some(path) => format!("PATH={}:…", path.split(':').next().unwrap_or_default()),
+                None => l.replace(&ws.remote_folder(), "/workspaces/WS"),
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    let our_env = env(ours.exec_ok(&["env"]), &ours.ws);
+    for var in
+        ["WR_REMOTE=/opt/wr-base/remote", "WR_CONFIG_ENV=from-config", "PATH=/opt/wr-base/bin:…", "HOME=/home/dev"]
+    {
+        assert!(our_env.contains(&var.to_string()), "{var} in {our_env:?}");
+    }
+    assert_eq!(our_env, env(theirs_exec("env"), &theirs.ws));
     // The same lockfile, byte for byte.
     assert_eq!(ours.lockfile(), theirs.lockfile());
-    // The same feature entries in the image label (the reference appends
-    // the config's own entry last; ours is merged at create time).
-    let their_entries: Vec<Value> = serde_json::from_str(&docker_ok(&[
-        "image",
-        "inspect",
-        &their_image,
-        "--format",
-        "{{index .Config.Labels \"devcontainer.metadata\"}}",
-    ]))
-    .unwrap();
-    let feature_entries: Vec<Value> = their_entries.into_iter().filter(|e| e.get("id").is_some()).collect();
-    assert_eq!(ours.label_entries(), feature_entries);
+    // The same image label: the base image's entries, the features', then
+    // devcontainer.json's; and the same container label.
+    let image_label = |image: &str| {
+        docker_ok(&["image", "inspect", image, "--format", "{{index .Config.Labels \"devcontainer.metadata\"}}"])
+    };
+    let (our_label, their_label) = (image_label(&ours.room_image()), image_label(&their_image));
+    assert!(our_label.contains("\"remoteUser\":\"dev\""), "the config's entry is in the image label: {our_label}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&our_label).unwrap(),
+        serde_json::from_str::<Value>(&their_label).unwrap()
+    );
+    let container_label = |c: &str| -> Value {
+        serde_json::from_str(&docker_ok(&[
+            "inspect",
+            c,
+            "--format",
+            "{{index .Config.Labels \"devcontainer.metadata\"}}",
+        ]))
+        .unwrap()
+    };
+    assert_eq!(container_label(&ours.room_name()), container_label(&their_container[0]));
+
+    // The same merged configuration, before the rooms and read back from them.
+    let (ours_before, theirs_before) = merged_before;
+    assert_eq!(ours_before, with_config_path(theirs_before, &ours_before));
+    let theirs_after =
+        merged_of(&reference_json(&reference(&["read-configuration", "--include-merged-configuration"])));
+    let ours_after = ours.merged_configuration();
+    assert_eq!(ours_after, with_config_path(theirs_after, &ours_after));
+    assert_eq!(ours_after["remoteUser"], "dev");
+    assert_eq!(ours_after["capAdd"], json!(["SYS_PTRACE"]));
+}
+
+/// The last JSON line a reference command printed on stdout.
+fn reference_json(out: &std::process::Output) -> Value {
+    let text = stdout(out);
+    let line = text.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("null");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("reference output ({e}): {text}\n{}", stderr(out)))
+}
+
+/// The merged configuration as both print it, with the reference's
+/// `configFilePath` URI reduced to its path.
+fn merged_of(printed: &Value) -> Value {
+    let mut merged = printed["mergedConfiguration"].clone();
+    if let Some(uri) = merged.get("configFilePath").and_then(|p| p.get("fsPath")).cloned() {
+        merged["configFilePath"] = uri;
+    }
+    merged
+}
+
+/// `theirs` with `ours`'s config path and the service feature's volume
+/// name: in a merged configuration these name each workspace (its own file,
+/// its `${devcontainerId}`).
+fn with_config_path(mut theirs: Value, ours: &Value) -> Value {
+    theirs["configFilePath"] = ours["configFilePath"].clone();
+    let volume = |m: &Value| m["mounts"].as_array()?.iter().find(|m| m["target"] == "/var/lib/wr-service").cloned();
+    if let (Some(their_mount), Some(our_mount)) = (volume(&theirs), volume(ours)) {
+        assert!(their_mount["source"].as_str().is_some_and(|s| s.starts_with("wr-feature-service-")), "{their_mount}");
+        for m in theirs["mounts"].as_array_mut().unwrap().iter_mut().filter(|m| **m == their_mount) {
+            m["source"] = our_mount["source"].clone();
+        }
+    }
+    theirs
+}
+
+/// The service feature's volume on a container, removed on drop.
+fn feature_volume(container: &str) -> Option<VolumeGuard> {
+    let mounts: Vec<Value> =
+        serde_json::from_slice(docker(&["inspect", container, "--format", "{{json .Mounts}}"]).stdout.trim_ascii())
+            .ok()?;
+    let volume = mounts.iter().find(|m| m["Destination"] == "/var/lib/wr-service")?["Name"].as_str()?.to_string();
+    Some(VolumeGuard { volume, room: container.to_string() })
 }
 
 /// Removes an image the test made (or had the reference make), with the
@@ -520,4 +682,104 @@ fn two_ups_of_the_same_features_at_once_build_the_image_once() {
         })
         .collect();
     assert_eq!(holding.len(), 1, "{holding:?}");
+}
+
+/// Reads the service feature's heartbeat until it moves: a loop that writes
+/// it is alive now (every process of a room dies with its stop, so after a
+/// restart only that start's entrypoint can have started it).
+fn heartbeat_moves(ws: &FeatureWorkspace) -> String {
+    let read = || ws.exec(&["cat", "/tmp/wr-service-heartbeat"]);
+    let deadline = std::time::Instant::now() + HEARTBEAT_WAIT;
+    let mut first: Option<String> = None;
+    loop {
+        let out = read();
+        if out.status.success() {
+            let now = stdout(&out).trim().to_string();
+            match &first {
+                Some(before) if *before != now => return now,
+                Some(_) => {}
+                None => first = Some(now),
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the heartbeat did not move within {HEARTBEAT_WAIT:?}");
+    }
+}
+
+/// The heartbeat loop writes every second; a few seconds of slack for a
+/// loaded machine.
+const HEARTBEAT_WAIT: Duration = Duration::from_secs(20);
+
+/// A named volume a room's metadata made, and the room using it: both
+/// removed on drop (the room first, or the volume is in use).
+struct VolumeGuard {
+    volume: String,
+    room: String,
+}
+
+impl Drop for VolumeGuard {
+    fn drop(&mut self) {
+        remove_container(&self.room);
+        let _ = docker(&["volume", "rm", "-f", &self.volume]);
+    }
+}
+
+#[test]
+fn a_features_entrypoint_capability_mount_and_hooks_take_effect_in_the_room_and_again_after_a_restart() {
+    let ws = FeatureWorkspace::new(json!({
+        "image": DEBIAN,
+        "features": { "./service": {} },
+        "postCreateCommand": "echo config-postcreate >> /tmp/wr-service-hooks"
+    }));
+    copy_dir(&repo_root().join("fixtures/features/src/service"), &ws.config_dir().join("service"));
+    let out = ws.up(&[], &[]);
+    let room = ws.room_name();
+    let mounts: Vec<Value> =
+        serde_json::from_str(&docker_ok(&["inspect", &room, "--format", "{{json .Mounts}}"])).unwrap();
+    let mount = mounts.iter().find(|m| m["Destination"] == "/var/lib/wr-service").cloned();
+    let _volume = mount
+        .as_ref()
+        .map(|m| VolumeGuard { volume: m["Name"].as_str().unwrap_or_default().to_string(), room: room.clone() });
+    let err = stderr(&out);
+
+    // The mount: the feature's named volume, its ${devcontainerId} substituted.
+    let mount = mount.unwrap_or_else(|| panic!("no mount at /var/lib/wr-service: {mounts:?}"));
+    assert_eq!(mount["Type"], "volume");
+    let name = mount["Name"].as_str().unwrap();
+    assert!(name.starts_with("wr-feature-service-") && !name.contains('$'), "{name}");
+    ws.exec_ok(&["sh", "-c", "echo kept > /var/lib/wr-service/kept"]);
+
+    // The capability, said once as it widens the room, and applied.
+    let caps = docker_ok(&["inspect", &room, "--format", "{{json .HostConfig.CapAdd}}"]);
+    assert!(caps.contains("SYS_PTRACE"), "{caps}");
+    assert!(err.contains("capability SYS_PTRACE (asked by feature ./service)"), "{err}");
+    let effective = ws.exec_ok(&["sh", "-c", "grep CapBnd /proc/self/status"]);
+    let bounding = u64::from_str_radix(effective.split_whitespace().last().unwrap(), 16).unwrap();
+    const CAP_SYS_PTRACE: u32 = 19;
+    assert_ne!(bounding & (1 << CAP_SYS_PTRACE), 0, "SYS_PTRACE is in the room's bounding set: {effective}");
+
+    // The entrypoint started the service as root; the daemon stays PID 1's child.
+    heartbeat_moves(&ws);
+    assert_eq!(ws.exec_ok(&["stat", "-c", "%U", "/tmp/wr-service-heartbeat"]), "root\n");
+    let main = ws.exec_ok(&["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]);
+    assert!(main.contains("workroomd serve --entrypoint /usr/local/share/wr-service/start.sh"), "{main}");
+
+    // The hooks: the feature's before the config's, each named by its origin.
+    assert_eq!(
+        ws.exec_ok(&["cat", "/tmp/wr-service-hooks"]),
+        "service-postcreate\nconfig-postcreate\nservice-poststart\n"
+    );
+    assert!(err.contains("[postCreateCommand from feature ./service]"), "{err}");
+    assert!(err.contains("[postCreateCommand from devcontainer.json]"), "{err}");
+
+    // A restart: the entrypoint runs again (a live heartbeat), postStart
+    // again, postCreate not; the volume keeps its file.
+    docker_ok(&["restart", "-t", "1", &room]);
+    let again = ws.workroom(&["up"]);
+    assert!(again.status.success(), "up after the restart: {}", stderr(&again));
+    heartbeat_moves(&ws);
+    assert_eq!(
+        ws.exec_ok(&["cat", "/tmp/wr-service-hooks"]),
+        "service-postcreate\nconfig-postcreate\nservice-poststart\nservice-poststart\n"
+    );
+    assert_eq!(ws.exec_ok(&["cat", "/var/lib/wr-service/kept"]), "kept\n");
 }

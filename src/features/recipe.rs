@@ -101,6 +101,24 @@ pub fn context(base_id: &str, users: &Users, installs: &[Install], label: &str) 
     Ok(Context { tar, dockerfile, key: hex::encode(hasher.finalize()) })
 }
 
+/// The room's image over an installed one: its label gains
+/// devcontainer.json's entry, as the reference's label ends. A separate,
+/// layerless commit named by the installed key and the label, so a changed
+/// hook or `remoteEnv` costs one metadata commit, never a reinstall of every
+/// feature. The context and the tag.
+pub fn labelled(installed_id: &str, key: &str, label: &str) -> std::io::Result<(Vec<u8>, String)> {
+    let dockerfile = format!("FROM {installed_id}\n");
+    let tar = pack(&[("Dockerfile".into(), Entry::File(dockerfile.into_bytes()))])?;
+    let tag = format!("{IMAGE_REPOSITORY}:{}-{}", &key[..32], &label_digest(label)[..16]);
+    Ok((tar, tag))
+}
+
+/// sha256 hex of a label's value: names a labelled image, and lets a
+/// reader tell that a label is still the one we wrote.
+pub fn label_digest(label: &str) -> String {
+    hex::encode(Sha256::digest(label.as_bytes()))
+}
+
 #[derive(Debug)]
 enum Entry {
     Dir,

@@ -351,6 +351,13 @@ fn sourced(
 
 /// devcontainer.json's entry: the `properties` it sets, as written and as
 /// substituted; none when it sets none.
+/// devcontainer.json's own entry as the reference writes it last in a
+/// derived image's label (`pickConfigProperties` of the file as written,
+/// before substitution); `None` when it has none of those properties.
+pub fn config_label_entry(loaded: &Loaded) -> Option<Entry> {
+    config_entry(loaded, CONFIG_PROPERTIES).map(|s| s.raw)
+}
+
 fn config_entry(loaded: &Loaded, properties: &[&str]) -> Option<Sourced> {
     let pick = |map: &Map<String, Value>| -> Entry {
         properties.iter().filter_map(|k| map.get(*k).map(|v| (k.to_string(), v.clone()))).collect()

@@ -1,9 +1,11 @@
 //! The derived image: the base image with the config's features installed,
 //! built through the Engine API (classic builder) from the context
 //! `features::recipe` generates, tagged by its content key so an unchanged
-//! config never rebuilds. The image's `devcontainer.metadata` label holds
-//! the base image's entries, then one per feature, as the reference writes
-//! it; whoever creates the room reads the merged metadata from there.
+//! config never rebuilds. Its `devcontainer.metadata` label holds the base
+//! image's entries, then one per feature; the room's image over it adds
+//! devcontainer.json's entry last, as the reference writes the label, in a
+//! layerless commit of its own so a changed hook never reinstalls features.
+//! Whoever creates the room reads the merged metadata from there.
 //!
 //! A failed install leaves nothing: the tag is only applied by a build that
 //! succeeds, intermediate containers are removed by the engine (`forcerm`),
@@ -25,6 +27,10 @@ const FAILURE_LINES: usize = 12;
 
 /// The label that marks our derived images, holding their full key.
 pub const KEY_LABEL: &str = "workroom.features.key";
+
+/// On a derived image whose label ends with devcontainer.json's entry: how
+/// many entries precede it, and the label's digest (`<count> <sha256 hex>`).
+pub const ENTRIES_LABEL: &str = "workroom.features.image-entries";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DerivedImageError {
@@ -80,7 +86,7 @@ pub async fn extend(
     };
     let base_id = base_image.id.clone().unwrap_or_else(|| base_name.clone());
     let labels = base_image.config.as_ref().and_then(|c| c.labels.as_ref());
-    let mut entries = metadata::parse_label(labels.and_then(|l| l.get(metadata::LABEL)).map(String::as_str));
+    let mut entries = metadata::parse_label(labels.and_then(image_entries).as_deref());
     let base_user = base_image.config.as_ref().and_then(|c| c.user.as_deref());
     let users = features::users(&entries, loaded, base_user);
     entries.extend(features::entries(&resolved));
@@ -90,19 +96,92 @@ pub async fn extend(
     let tag = context.tag();
     let _building = cache.lock(&context.key).await?;
     let downloads = *report.fetched.lock().map_err(|_| DerivedImageError::Build { reason: "poisoned".into() })?;
-    if let Some(found) = engine.inspect_image(&tag).await? {
-        if downloads > 0 || progress.is_terminal() {
-            progress.summary(&format!("features: {} ready, image {tag} cached", installs.len()));
+    let installed = match engine.inspect_image(&tag).await? {
+        Some(found) => {
+            if downloads > 0 || progress.is_terminal() {
+                progress.summary(&format!("features: {} ready, image {tag} cached", installs.len()));
+            }
+            found
         }
+        None => {
+            build(engine, &context, &label, &resolved, &installs, progress).await?;
+            let found = engine.inspect_image(&tag).await?.ok_or_else(|| DerivedImageError::Build {
+                reason: format!("the build finished but {tag} is not there"),
+            })?;
+            progress.summary(&format!("features: {} installed into {tag}", installs.len()));
+            found
+        }
+    };
+    with_config_entry(engine, loaded, (tag, installed), entries, &context.key).await
+}
+
+/// The installed image with devcontainer.json's entry last in its label, as
+/// the reference labels its derived image (`getDevcontainerMetadata`: the
+/// base image's entries, the features', then the config's); the installed
+/// image itself when the config has no entry. [`ENTRIES_LABEL`] records how
+/// many entries precede the config's, so a room made later takes the
+/// config's from devcontainer.json as it is then ([`image_entries`]).
+async fn with_config_entry(
+    engine: &Engine,
+    loaded: &Loaded,
+    (installed_tag, installed): (String, ImageInspect),
+    mut entries: Vec<serde_json::Value>,
+    key: &str,
+) -> Result<(String, ImageInspect), DerivedImageError> {
+    let Some(own) = crate::plan::metadata::config_label_entry(loaded) else { return Ok((installed_tag, installed)) };
+    let image_entries = entries.len();
+    entries.push(serde_json::Value::Object(own));
+    let label = metadata::label_value(&entries);
+    let id = installed.id.clone().unwrap_or(installed_tag);
+    let (tar, tag) = recipe::labelled(&id, key, &label).map_err(DerivedImageError::Context)?;
+    if let Some(found) = engine.inspect_image(&tag).await? {
         return Ok((tag, found));
     }
-    build(engine, &context, &label, &resolved, &installs, progress).await?;
-    let found = engine
-        .inspect_image(&tag)
-        .await?
-        .ok_or_else(|| DerivedImageError::Build { reason: format!("the build finished but {tag} is not there") })?;
-    progress.summary(&format!("features: {} installed into {tag}", installs.len()));
+    let options = BuildImageOptions {
+        dockerfile: "Dockerfile".into(),
+        t: Some(tag.clone()),
+        rm: true,
+        forcerm: true,
+        labels: Some(HashMap::from([
+            (metadata::LABEL.to_string(), label.clone()),
+            (KEY_LABEL.to_string(), key.to_string()),
+            (ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
+        ])),
+        ..Default::default()
+    };
+    let mut stream = engine.docker().build_image(options, None, Some(bollard::body_full(tar.into())));
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| DerivedImageError::Build { reason: root_cause(&e) })?;
+        if let Some(reason) = info.error_detail.and_then(|d| d.message) {
+            return Err(DerivedImageError::Build { reason });
+        }
+    }
+    let found = engine.inspect_image(&tag).await?.ok_or_else(|| DerivedImageError::Build {
+        reason: format!("the label build finished but {tag} is not there"),
+    })?;
     Ok((tag, found))
+}
+
+/// An image's `devcontainer.metadata` entries that a room made from it
+/// merges under devcontainer.json: the whole label, except on an image
+/// [`with_config_entry`] labelled, whose last entry is the config's as of
+/// the build (devcontainer.json's own entry is taken from the file). The
+/// label's digest must still match: an image built over ours with a label
+/// of its own keeps all of it.
+pub fn image_entries(labels: &HashMap<String, String>) -> Option<String> {
+    let label = labels.get(metadata::LABEL)?;
+    let ours = labels.get(ENTRIES_LABEL).and_then(|v| {
+        let (count, digest) = v.split_once(' ')?;
+        (digest == recipe::label_digest(label)).then(|| count.parse::<usize>().ok()).flatten()
+    });
+    match ours {
+        Some(count) => {
+            let mut entries = metadata::parse_label(Some(label));
+            entries.truncate(count);
+            Some(metadata::label_value(&entries))
+        }
+        None => Some(label.clone()),
+    }
 }
 
 async fn build(
@@ -252,6 +331,21 @@ impl Report for FetchReport<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_labelled_images_entries_stop_before_the_configs_unless_its_label_changed() {
+        let label = metadata::label_value(&[serde_json::json!({"id": "f"}), serde_json::json!({"remoteUser": "dev"})]);
+        let mut labels = HashMap::from([
+            (metadata::LABEL.to_string(), label.clone()),
+            (ENTRIES_LABEL.to_string(), format!("1 {}", recipe::label_digest(&label))),
+        ]);
+        assert_eq!(image_entries(&labels).as_deref(), Some(r#"[ {"id":"f"} ]"#));
+        // An image built over ours with a label of its own keeps all of it.
+        labels.insert(metadata::LABEL.to_string(), r#"[{"id":"f"},{"id":"g"}]"#.into());
+        assert_eq!(image_entries(&labels).as_deref(), Some(r#"[{"id":"f"},{"id":"g"}]"#));
+        labels.remove(metadata::LABEL);
+        assert_eq!(image_entries(&labels), None);
+    }
 
     #[test]
     fn lines_are_whole_whatever_the_chunks() {
