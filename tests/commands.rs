@@ -96,3 +96,45 @@ fn down_removes_the_rooms_ready_record() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!record.exists(), "down leaves {}", record.display());
 }
+
+/// `capture`, `send` and `wait` took a room's name without its `workroom-`
+/// prefix, `forward ROOM` only the whole name, and `exec` and `shell` no
+/// name at all: one rule now (`room::resolve::candidate_names`), for every
+/// command that takes a room, run here from a folder that is no workspace.
+#[test]
+fn every_command_that_takes_a_room_finds_it_by_its_name_without_the_workroom_prefix() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let name = ws.room_name();
+    let short = name.strip_prefix("workroom-").expect("every room's name has the prefix").to_string();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let in_elsewhere = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(workroom_bin());
+        cmd.args(args).current_dir(elsewhere.path());
+        output_within(cmd, None)
+    };
+
+    let out = in_elsewhere(&["exec", "--room", &short, "--", "sh", "-c", "echo in-$((40+2)) $PWD"]);
+    assert!(out.status.success(), "exec --room: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("in-42 {}", ws.remote_folder()), "the room's user and folder");
+
+    let args = ["shell", "--room", short.as_str(), "by-name"];
+    let mut term = Term::spawn(workroom_bin(), &args, 24, 80);
+    term.send(b"echo pane-$((6*7))\r");
+    term.expect("pane-42", GUARD);
+    // ctrl-p ctrl-q: detached, the pane goes on for the commands below.
+    term.send(b"\x10\x11");
+    assert_eq!(term.wait(GUARD), 0, "{}", term.all());
+
+    let out = in_elsewhere(&["panes", "--room", &short]);
+    assert!(stdout(&out).lines().any(|l| l.starts_with("by-name ")), "panes --room: {}{}", stdout(&out), stderr(&out));
+    let out = in_elsewhere(&["capture", "--room", &short, "by-name"]);
+    assert!(stdout(&out).contains("pane-42"), "capture --room: {}{}", stdout(&out), stderr(&out));
+    let out = in_elsewhere(&["kill-pane", "--room", &short, "by-name"]);
+    assert!(out.status.success(), "kill-pane --room: {}", stderr(&out));
+    let out = in_elsewhere(&["logs", &short]);
+    assert!(out.status.success(), "logs NAME: {}", stderr(&out));
+    let out = in_elsewhere(&["stop", &short]);
+    assert!(out.status.success(), "stop NAME: {}", stderr(&out));
+    assert_eq!(docker_ok(&["inspect", "-f", "{{.State.Running}}", &name]), "false", "stop stopped {name}");
+}

@@ -62,8 +62,8 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
 /// unreachable engine is not an error here: the configuration is still
 /// worth printing, with the room's variables as written.
 async fn room(engine: &Engine, loaded: &Loaded) -> Option<ContainerInspectResponse> {
-    let settings = crate::settings::load(&loaded.workspace.local_folder, Default::default()).ok()?;
-    crate::room::locate(engine, loaded, settings.wanted_group()).await.ok()?
+    let resolved = crate::room::resolve::Resolved::of(loaded.clone(), Default::default()).ok()?;
+    resolved.find(engine).await.ok()?
 }
 
 /// With no room, the metadata of the image `up` would start from: the

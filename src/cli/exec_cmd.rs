@@ -11,7 +11,7 @@
 //! it is not mistaken for the command's own 126/127.
 
 use super::stdin_pump::{StdinKind, StdinPump};
-use super::WorkspaceArgs;
+use super::RoomArgs;
 use crate::engine::{Engine, ExecSpec};
 use crate::room::hooks::HookContext;
 use crate::room::resolve::Room;
@@ -35,8 +35,8 @@ const DEATH_NEWS_GRACE: Duration = Duration::from_secs(2);
 /// Bytes copied from the exec's output per read.
 const OUTPUT_CHUNK: usize = 64 * 1024;
 
-pub async fn run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
-    match prepare_and_run(ws, tty, argv).await {
+pub async fn run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
+    match prepare_and_run(args, tty, argv).await {
         Ok(code) => Ok(code),
         Err(e) => {
             let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
@@ -46,16 +46,15 @@ pub async fn run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Re
     }
 }
 
-async fn prepare_and_run(ws: &WorkspaceArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
+async fn prepare_and_run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
     let stdin = StdinKind::of_stdin();
     if tty && stdin == StdinKind::Data {
         // The engine ends a terminal's output when its input ends, so a
         // piped stdin would cut the command's output short.
         bail!("-t gives the command a terminal, but stdin is a pipe or a file; drop -t to pass stdin to the command");
     }
-    let resolved = ws.resolve(Default::default())?;
     let engine = Engine::connect().await?;
-    let room = resolved.running(&engine).await?;
+    let (room, resolved) = args.running_with_config(&engine).await?;
     let user = room.remote_user();
     let container_env = crate::room::container_env(&room.container);
     let metadata = crate::room::metadata_of(&resolved.loaded, &room.container);

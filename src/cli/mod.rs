@@ -43,6 +43,37 @@ impl WorkspaceArgs {
     }
 }
 
+/// Which room: the workspace's, or one by name.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RoomArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+    /// A running room by its name (as `workroom list` shows it; `workroom-`
+    /// may be left off) instead of the workspace folder's.
+    #[arg(long, value_name = "NAME")]
+    pub room: Option<String>,
+}
+
+impl RoomArgs {
+    /// The running room these arguments name.
+    async fn running(&self, engine: &crate::engine::Engine) -> anyhow::Result<crate::room::resolve::Room> {
+        match &self.room {
+            Some(name) => Ok(crate::room::resolve::running_named(engine, name).await?),
+            None => Ok(self.workspace.resolve(Default::default())?.running(engine).await?),
+        }
+    }
+
+    /// The running room and the configuration it is used with: a named
+    /// room's from its labels, else the workspace's.
+    async fn running_with_config(
+        &self,
+        engine: &crate::engine::Engine,
+    ) -> anyhow::Result<(crate::room::resolve::Room, crate::room::resolve::Resolved)> {
+        let ws = &self.workspace;
+        crate::room::resolve::running(engine, self.room.as_deref(), &ws.workspace_folder, ws.config.clone()).await
+    }
+}
+
 /// Says what a command that makes the room should say about its file first.
 fn print_warnings(resolved: &crate::room::resolve::Resolved) {
     for w in resolved.warnings() {
@@ -116,18 +147,19 @@ pub enum Cmd {
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
         #[command(flatten)]
-        workspace: WorkspaceArgs,
+        room: RoomArgs,
         /// Allocate a terminal (for interactive programs).
         #[arg(short = 't', long)]
         tty: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<String>,
     },
-    /// A terminal on a pane of the room (made if missing; the room is brought up first).
-    /// Detach with ctrl-p ctrl-q (the pane goes on); `workroom shell` again reattaches.
+    /// A terminal on a pane of the room (made if missing; the workspace's room is brought
+    /// up first, a `--room` must be running). Detach with ctrl-p ctrl-q (the pane goes on);
+    /// `workroom shell` again reattaches.
     Shell {
         #[command(flatten)]
-        workspace: WorkspaceArgs,
+        room: RoomArgs,
         /// The pane's name.
         #[arg(default_value = "main")]
         pane: String,
@@ -138,14 +170,14 @@ pub enum Cmd {
     /// List the room's panes: name, pid, size, attached clients, age, command.
     Panes {
         #[command(flatten)]
-        room: pane_cmd::RoomArgs,
+        room: RoomArgs,
         #[arg(long)]
         json: bool,
     },
     /// Print a pane's history and screen as text (tmux's capture-pane, across rooms).
     Capture {
         #[command(flatten)]
-        room: pane_cmd::RoomArgs,
+        room: RoomArgs,
         #[arg(default_value = "main")]
         pane: String,
         /// Only the last N lines.
@@ -159,7 +191,7 @@ pub enum Cmd {
     /// key names (Enter, Tab, Escape, Up, C-c, M-x, F5, ...) among plain words.
     Send {
         #[command(flatten)]
-        room: pane_cmd::RoomArgs,
+        room: RoomArgs,
         #[arg(default_value = "main")]
         pane: String,
         /// Read key names among the words, as tmux's send-keys does.
@@ -172,7 +204,7 @@ pub enum Cmd {
     /// Exits 124 when --timeout passes first.
     Wait {
         #[command(flatten)]
-        room: pane_cmd::RoomArgs,
+        room: RoomArgs,
         #[arg(default_value = "main")]
         pane: String,
         /// The regular expression (Rust's regex syntax).
@@ -188,14 +220,14 @@ pub enum Cmd {
     /// End a pane (its session is hung up, then killed if it lingers).
     KillPane {
         #[command(flatten)]
-        workspace: WorkspaceArgs,
+        room: RoomArgs,
         pane: String,
     },
     /// Replace the room's daemon by a new one in place, keeping the panes.
     /// Prints `handed off`, or `current` when the room already runs it.
     HandOff {
         #[command(flatten)]
-        workspace: WorkspaceArgs,
+        room: RoomArgs,
         /// The new daemon (default: the one this workroom carries).
         #[arg(long, value_name = "PATH")]
         binary: Option<PathBuf>,
@@ -294,20 +326,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
                 up_cmd::run(&workspace, flags, peer.flags(), json).await
             }
-            Cmd::Exec { workspace, tty, command } => exec_cmd::run(&workspace, tty, command).await,
-            Cmd::Shell { workspace, pane, detach_keys } => {
-                shell_cmd::shell(&workspace, &pane, detach_keys.as_deref()).await
-            }
+            Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command).await,
+            Cmd::Shell { room, pane, detach_keys } => shell_cmd::shell(&room, &pane, detach_keys.as_deref()).await,
             Cmd::Panes { room, json } => shell_cmd::panes(&room, json).await,
             Cmd::Capture { room, pane, lines, escapes } => pane_cmd::capture(&room, &pane, lines, escapes).await,
             Cmd::Send { room, pane, keys, text } => pane_cmd::send(&room, &pane, keys, &text).await,
             Cmd::Wait { room, pane, pattern, timeout, json } => {
                 pane_cmd::wait(&room, &pane, &pattern, timeout, json).await
             }
-            Cmd::KillPane { workspace, pane } => shell_cmd::kill_pane(&workspace, &pane).await,
-            Cmd::HandOff { workspace, binary, force } => {
-                shell_cmd::hand_off(&workspace, binary.as_deref(), force).await
-            }
+            Cmd::KillPane { room, pane } => shell_cmd::kill_pane(&room, &pane).await,
+            Cmd::HandOff { room, binary, force } => shell_cmd::hand_off(&room, binary.as_deref(), force).await,
             Cmd::List { json, all } => rooms::list(json, all).await,
             Cmd::Agents { workspace, json } => agents_cmd::run(&workspace, json).await,
             Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,

@@ -7,10 +7,9 @@
 //! holds the question until a change), and matches the regex here: the
 //! daemon stays small, and a pattern never runs in the room.
 
-use super::WorkspaceArgs;
+use super::RoomArgs;
 use crate::engine::Engine;
 use crate::link::RoomLink;
-use crate::plan::labels;
 use anyhow::{bail, Context as _};
 use std::time::Duration;
 use workroomd::proto::{CaptureRequest, Event, Request, Response};
@@ -18,40 +17,10 @@ use workroomd::proto::{CaptureRequest, Event, Request, Response};
 /// `wait`'s status when the pattern did not show in time, as `timeout(1)`.
 pub const EXIT_TIMEOUT: i32 = 124;
 
-/// Which room: the workspace's, or one by name.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RoomArgs {
-    #[command(flatten)]
-    pub workspace: WorkspaceArgs,
-    /// A room by its name (`workroom list`; `workroom-` may be left off)
-    /// instead of the workspace folder's.
-    #[arg(long, value_name = "NAME")]
-    pub room: Option<String>,
-}
-
 pub(super) async fn connect(args: &RoomArgs) -> anyhow::Result<RoomLink> {
     let engine = Engine::connect().await?;
-    let id = match &args.room {
-        Some(name) => by_name(&engine, name).await?,
-        None => super::shell_cmd::running_room(&engine, &args.workspace).await?,
-    };
-    Ok(RoomLink::connect(&engine, &id).await?)
-}
-
-/// A running room made by workroom, by its name or the name without the
-/// `workroom-` prefix.
-async fn by_name(engine: &Engine, name: &str) -> anyhow::Result<String> {
-    for candidate in [name.to_string(), format!("workroom-{name}")] {
-        let Some(c) = engine.inspect_container(&candidate).await? else { continue };
-        if c.config.as_ref().and_then(|c| c.labels.as_ref()).and_then(|l| l.get(labels::SCHEMA)).is_none() {
-            bail!("a container named {candidate} exists but was not made by workroom");
-        }
-        if c.state.as_ref().and_then(|s| s.running) != Some(true) {
-            bail!("{candidate} is not running; `workroom up` starts it");
-        }
-        return c.id.context("the engine named no id for the room");
-    }
-    bail!("no room named {name}; `workroom list` names them")
+    let room = args.running(&engine).await?;
+    Ok(RoomLink::connect(&engine, &room.id).await?)
 }
 
 /// One capture: the change count it belongs to, and the text.

@@ -157,7 +157,7 @@ async fn targets(
     }
     let rooms: Vec<_> = rooms.into_iter().filter(|c| !peers::is_anchor(c.labels.as_ref())).collect();
     if let Some(n) = name_arg {
-        let found: Vec<_> = rooms.into_iter().filter(|c| name(c) == n || c.id.as_deref() == Some(n)).collect();
+        let found: Vec<_> = rooms.into_iter().filter(|c| room::resolve::names(n, &name(c), c.id.as_deref())).collect();
         if found.is_empty() {
             bail!("no room named {n} (`workroom list` shows the rooms; only containers made by workroom are touched)");
         }

@@ -7,41 +7,55 @@
 //! the room's link (`terminal.rs`): the host terminal goes raw (restored on
 //! every way out), its size follows the window, the detach keys (default
 //! ctrl-p ctrl-q, `--detach-keys`) leave the pane running, and the pane's
-//! end ends `shell` with the pane's status.
+//! end ends `shell` with the pane's status. With `--room NAME` (any room
+//! command's naming rule, `room::resolve::candidate_names`) it attaches to
+//! a running room as it is, without an `up`.
 
-use super::{print_warnings, WorkspaceArgs};
+use super::{print_warnings, RoomArgs};
 use crate::engine::Engine;
 use crate::link::RoomLink;
 use crate::room::hooks::HookContext;
 use crate::room::resolve::UpFlags;
 use crate::room::up;
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use workroomd::proto::{PaneInfo, PaneRequest, Request, Response};
 use workroomd::tty;
 
-pub async fn shell(ws: &WorkspaceArgs, pane: &str, detach_keys: Option<&str>) -> anyhow::Result<i32> {
+pub async fn shell(args: &RoomArgs, pane: &str, detach_keys: Option<&str>) -> anyhow::Result<i32> {
     let detach_keys = tty::parse_keys(detach_keys.unwrap_or(tty::DEFAULT_DETACH_KEYS))?;
-    let resolved = ws.resolve(Default::default())?;
-    print_warnings(&resolved);
-    let engine = Engine::connect().await?;
-    let options = resolved.up_options(UpFlags { post_attach: true, ..Default::default() });
-    let loaded = &resolved.loaded;
-    let settings = &resolved.settings;
-    let up = up::up(&engine, loaded, &options).await?;
-    let container = engine.inspect_container(&up.container_id).await?.context("the room vanished after `up`")?;
-    let container_env = crate::room::container_env(&container);
-    let started_at = container.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
-    let metadata = crate::room::metadata_of(loaded, &container);
-    let mut ctx = HookContext::new(loaded, &metadata.merged, &up.remote_user, &container_env);
+    // The workspace's room is brought up (so postAttachCommand runs); a
+    // room named with `--room` is used as it runs.
+    let (engine, room, resolved) = match &args.room {
+        Some(_) => {
+            let engine = Engine::connect().await?;
+            let (room, resolved) = args.running_with_config(&engine).await?;
+            (engine, room, resolved)
+        }
+        None => {
+            let resolved = args.workspace.resolve(Default::default())?;
+            print_warnings(&resolved);
+            let engine = Engine::connect().await?;
+            let options = resolved.up_options(UpFlags { post_attach: true, ..Default::default() });
+            let up = up::up(&engine, &resolved.loaded, &options).await?;
+            let room = crate::room::resolve::running_named(&engine, &up.name).await?;
+            (engine, room, resolved)
+        }
+    };
+    let (loaded, settings) = (&resolved.loaded, &resolved.settings);
+    let remote_user = room.remote_user();
+    let container_env = crate::room::container_env(&room.container);
+    let started_at = room.started_at().to_string();
+    let metadata = crate::room::metadata_of(loaded, &room.container);
+    let mut ctx = HookContext::new(loaded, &metadata.merged, &remote_user, &container_env);
     // The room's forwarder carries the host's ssh-agent: panes get its socket
     // as exec and hooks do.
-    ctx.env.extend(crate::forward::room_env(&up.name));
-    let link = RoomLink::connect(&engine, &up.container_id).await?;
+    ctx.env.extend(crate::forward::room_env(&room.name));
+    let link = RoomLink::connect(&engine, &room.id).await?;
     let size = tty::terminal_size(std::io::stdin());
     let open = PaneRequest {
         name: pane.to_string(),
         argv: None,
-        user: Some(up.remote_user.clone()),
+        user: Some(remote_user),
         env: terminal_env(ctx.env.clone(), |name| std::env::var(name).ok()),
         cwd: Some(ctx.cwd.clone()),
         rows: size.map_or(0, |s| s.0),
@@ -59,8 +73,8 @@ pub async fn shell(ws: &WorkspaceArgs, pane: &str, detach_keys: Option<&str>) ->
     }
     let target = super::terminal::Target {
         engine: &engine,
-        container: &up.container_id,
-        room: &up.name,
+        container: &room.id,
+        room: &room.name,
         started_at,
         pane,
         detach_keys,
@@ -89,12 +103,7 @@ pub fn host_locale() -> std::collections::BTreeMap<String, String> {
     std::env::vars().filter(|(k, _)| k == "LANG" || k.starts_with("LC_")).collect()
 }
 
-/// The running room of a workspace (its id), or a message saying how to get one.
-pub(super) async fn running_room(engine: &Engine, ws: &WorkspaceArgs) -> anyhow::Result<String> {
-    Ok(ws.resolve(Default::default())?.running(engine).await?.id)
-}
-
-pub async fn panes(room: &super::pane_cmd::RoomArgs, as_json: bool) -> anyhow::Result<i32> {
+pub async fn panes(room: &RoomArgs, as_json: bool) -> anyhow::Result<i32> {
     let link = super::pane_cmd::connect(room).await?;
     let panes = match link.link().request(Request::ListPanes).await? {
         Response::Panes { panes } => panes,
@@ -139,9 +148,9 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-pub async fn kill_pane(ws: &WorkspaceArgs, pane: &str) -> anyhow::Result<i32> {
+pub async fn kill_pane(args: &RoomArgs, pane: &str) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
-    let id = running_room(&engine, ws).await?;
+    let id = args.running(&engine).await?.id;
     let link = RoomLink::connect(&engine, &id).await?;
     match link.link().request(Request::KillPane { pane: pane.to_string() }).await? {
         Response::Done => Ok(0),
@@ -150,9 +159,9 @@ pub async fn kill_pane(ws: &WorkspaceArgs, pane: &str) -> anyhow::Result<i32> {
     }
 }
 
-pub async fn hand_off(ws: &WorkspaceArgs, binary: Option<&std::path::Path>, force: bool) -> anyhow::Result<i32> {
+pub async fn hand_off(args: &RoomArgs, binary: Option<&std::path::Path>, force: bool) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
-    let id = running_room(&engine, ws).await?;
+    let id = args.running(&engine).await?.id;
     let bytes = crate::room::handoff::new_binary(&engine, &id, binary).await?;
     match crate::room::handoff::hand_off(&engine, &id, &bytes, force).await? {
         crate::room::handoff::Outcome::HandedOff => println!("handed off"),

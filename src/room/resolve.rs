@@ -94,6 +94,12 @@ impl Resolved {
     /// is looked for) and the settings, with `flags` over both.
     pub fn load(folder: &Path, config: Option<PathBuf>, flags: Flags) -> anyhow::Result<Resolved> {
         let loaded = config::load(&LoadRequest::new(folder, config))?;
+        Ok(Resolved::of(loaded, flags)?)
+    }
+
+    /// The settings for a configuration already read (`workroom config`
+    /// reads it its own way, as the reference's read-configuration does).
+    pub fn of(loaded: Loaded, flags: Flags) -> Result<Resolved, settings::SettingsError> {
         let settings = settings::load_with(
             &loaded.workspace.local_folder,
             flags,
@@ -149,17 +155,88 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
     }
 }
 
-/// A room by its container name or id (`workroom forward ROOM ...`), running
-/// and made by workroom, with its configuration when the files its labels
-/// name can still be read.
-pub async fn by_name(engine: &Engine, name: &str) -> Result<(Room, Option<Resolved>), FindError> {
-    let c = engine.inspect_container(name).await?.ok_or_else(|| FindError::NoRoomNamed { name: name.to_string() })?;
-    let room = Room::of(c, name)?;
-    let resolved = match (label(&room.container, labels::LOCAL_FOLDER), label(&room.container, labels::CONFIG_FILE)) {
-        (Some(folder), Some(file)) => Resolved::load(Path::new(folder), Some(file.into()), Flags::default()).ok(),
-        _ => None,
-    };
+/// The container names a room argument is tried as, in order. Every room's
+/// name starts with `workroom-` (workspace rooms, `up --name`, compose
+/// rooms), so the prefix may be left off: `app-1a2b3c4d` and `infra.peer`
+/// are tried as `workroom-app-1a2b3c4d` and `workroom-infra.peer` first,
+/// then as written (a container id). A name that has the prefix is taken as
+/// written only, so it never lands on `workroom-workroom-...`. One rule for
+/// every command that takes a room (`--room` of shell, exec, panes, capture,
+/// send, wait, kill-pane and hand-off; `forward ROOM`; `stop`, `down` and
+/// `logs NAME`).
+pub fn candidate_names(arg: &str) -> Vec<String> {
+    if arg.starts_with(identity::NAME_PREFIX) {
+        vec![arg.to_string()]
+    } else {
+        vec![format!("{}{arg}", identity::NAME_PREFIX), arg.to_string()]
+    }
+}
+
+/// Whether a room argument names the container `name` (without the
+/// engine's leading `/`) with id `id`, by [`candidate_names`]: for the
+/// commands that pick from the listed rooms (`stop`, `down`, `logs`).
+pub fn names(arg: &str, name: &str, id: Option<&str>) -> bool {
+    candidate_names(arg).iter().any(|c| c == name) || id == Some(arg)
+}
+
+/// The container a room argument names ([`candidate_names`]), running or
+/// not, made by workroom.
+pub async fn named(engine: &Engine, arg: &str) -> Result<ContainerInspectResponse, FindError> {
+    for candidate in candidate_names(arg) {
+        let Some(c) = engine.inspect_container(&candidate).await? else { continue };
+        if label(&c, labels::SCHEMA).is_none() {
+            return Err(FindError::NotOurs { name: candidate });
+        }
+        return Ok(c);
+    }
+    Err(FindError::NoRoomNamed { name: arg.to_string() })
+}
+
+/// A room by its name ([`candidate_names`]), running and made by workroom.
+pub async fn running_named(engine: &Engine, arg: &str) -> Result<Room, FindError> {
+    Room::of(named(engine, arg).await?, arg)
+}
+
+/// A room by its name ([`candidate_names`]), running and made by workroom,
+/// with its configuration when the files its labels name can still be read.
+pub async fn by_name(engine: &Engine, arg: &str) -> Result<(Room, Option<Resolved>), FindError> {
+    let room = running_named(engine, arg).await?;
+    let resolved = config_of(&room).ok();
     Ok((room, resolved))
+}
+
+/// A running room and its configuration: the one named (`--room`), else
+/// the workspace's. A named room's configuration is the one its labels
+/// name; when it cannot be read, the error says which file.
+pub async fn running(
+    engine: &Engine,
+    name: Option<&str>,
+    folder: &Path,
+    config: Option<PathBuf>,
+) -> anyhow::Result<(Room, Resolved)> {
+    match name {
+        Some(name) => {
+            let room = running_named(engine, name).await?;
+            let resolved = config_of(&room)?;
+            Ok((room, resolved))
+        }
+        None => {
+            let resolved = Resolved::load(folder, config, Flags::default())?;
+            Ok((resolved.running(engine).await?, resolved))
+        }
+    }
+}
+
+/// The configuration a room was made from, read again from the files its
+/// labels name.
+fn config_of(room: &Room) -> anyhow::Result<Resolved> {
+    let (Some(folder), Some(file)) =
+        (label(&room.container, labels::LOCAL_FOLDER), label(&room.container, labels::CONFIG_FILE))
+    else {
+        anyhow::bail!("{} names no devcontainer.json in its labels; use it from its workspace folder", room.name);
+    };
+    Resolved::load(Path::new(folder), Some(file.into()), Flags::default())
+        .map_err(|e| e.context(format!("{} was made from {file}, which cannot be read now", room.name)))
 }
 
 #[cfg(test)]
@@ -190,6 +267,31 @@ mod tests {
         assert!(o.peer && o.post_attach && !o.recreate);
         assert_eq!(o.peer_group, "default", "the settings' group");
         assert_eq!(o.peer_registry, PathBuf::from("/r"));
+    }
+
+    #[test]
+    fn a_room_name_may_leave_off_the_workroom_prefix_and_is_tried_with_it_first() {
+        assert_eq!(candidate_names("app-1a2b3c4d"), ["workroom-app-1a2b3c4d", "app-1a2b3c4d"]);
+        assert_eq!(candidate_names("infra.peer"), ["workroom-infra.peer", "infra.peer"]);
+        // An id (or its prefix) is tried as written after the prefixed name.
+        assert_eq!(candidate_names("3f2a9c"), ["workroom-3f2a9c", "3f2a9c"]);
+    }
+
+    #[test]
+    fn a_listed_room_is_named_by_its_name_with_or_without_the_prefix_or_by_its_id() {
+        let (name, id) = ("workroom-app-1a2b3c4d", Some("3f2a9c00"));
+        for arg in ["workroom-app-1a2b3c4d", "app-1a2b3c4d", "3f2a9c00"] {
+            assert!(names(arg, name, id), "{arg}");
+        }
+        for arg in ["app", "workroom-app", "1a2b3c4d", "3f2a9c", "workroom-workroom-app-1a2b3c4d"] {
+            assert!(!names(arg, name, id), "{arg}");
+        }
+    }
+
+    #[test]
+    fn a_room_name_with_the_prefix_is_taken_as_written_only() {
+        assert_eq!(candidate_names("workroom-app-1a2b3c4d"), ["workroom-app-1a2b3c4d"]);
+        assert_eq!(candidate_names("workroom-infra"), ["workroom-infra"], "never workroom-workroom-infra");
     }
 
     #[test]
