@@ -26,7 +26,6 @@
 //! which the new daemon feeds into a fresh model.
 
 use crate::pane::{self, Adopted, Pane};
-use crate::panes;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -231,7 +230,7 @@ fn commit(state: &State, binary: &str) -> String {
         Ok(j) => j,
         Err(e) => return e.to_string(),
     };
-    if let Err(e) = panes::write_atomic(std::path::Path::new(TABLE_PATH), &json) {
+    if let Err(e) = workroomd::atomic::write(std::path::Path::new(TABLE_PATH), &json) {
         return format!("cannot write {TABLE_PATH}: {e}");
     }
     for fd in &fds {
