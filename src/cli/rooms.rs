@@ -215,20 +215,14 @@ pub async fn logs(name_arg: Option<&str>, folder: &std::path::Path, follow: bool
     use std::io::Write;
     let engine = Engine::connect().await?;
     let c = targets(&engine, name_arg, false, folder).await?.remove(0);
-    let options = bollard::query_parameters::LogsOptions {
-        follow,
-        stdout: true,
-        stderr: true,
-        tail: "all".into(),
-        ..Default::default()
-    };
-    let mut stream = engine.docker().logs(c.id.as_deref().unwrap_or_default(), Some(options));
+    let stream = engine.logs(c.id.as_deref().unwrap_or_default(), follow);
+    let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item? {
-            bollard::container::LogOutput::StdErr { message } => {
+            crate::engine::LogChunk::Stderr(message) => {
                 let _ = std::io::stderr().write_all(&message);
             }
-            other => output::print(&String::from_utf8_lossy(&other.into_bytes()))?,
+            crate::engine::LogChunk::Stdout(message) => output::print(&String::from_utf8_lossy(&message))?,
         }
     }
     Ok(0)

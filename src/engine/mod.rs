@@ -1,17 +1,20 @@
 //! The engine edge: every Docker Engine API call workroom makes goes through
 //! `Engine`, over bollard, so no docker CLI is needed and the rest of the
 //! program deals in plain data. The surface is kept narrow (inspect, create,
-//! upload, start/stop/remove, exec, list, images) so a second driver, such as
-//! exec into a Kubernetes pod, can stand beside it later.
+//! upload, start/stop/remove, exec, list, images, logs) so a second driver,
+//! such as exec into a Kubernetes pod, can stand beside it later. Nothing
+//! outside this folder holds the bollard client: there is no accessor for it.
 
 pub mod compose;
 mod events;
 mod exec;
 pub mod host;
+mod images;
 mod objects;
 
 pub use events::events_since;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
+pub use images::{BuildRequest, LogChunk, PullProgress, StreamFailed};
 pub use objects::HostInfo;
 
 use bollard::errors::Error as BollardError;
@@ -78,10 +81,6 @@ impl Engine {
 
     pub fn host(&self) -> &str {
         &self.host
-    }
-
-    pub fn docker(&self) -> &Docker {
-        &self.docker
     }
 
     fn map(&self, action: impl Into<String>, what: impl Into<String>, e: BollardError) -> EngineError {

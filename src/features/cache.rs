@@ -79,10 +79,7 @@ impl Cache {
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), FeatureError> {
         let dir = path.parent().unwrap_or(&self.root);
         std::fs::create_dir_all(dir).map_err(self.err(dir))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(self.err(dir))?;
-        std::io::Write::write_all(&mut tmp, bytes).map_err(self.err(path))?;
-        tmp.persist(path).map_err(|e| e.error).map_err(self.err(path))?;
-        Ok(())
+        workroomd::atomic::write(path, bytes).map_err(self.err(path))
     }
 
     fn ref_path(&self, name: &str) -> PathBuf {

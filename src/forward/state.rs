@@ -64,9 +64,7 @@ pub fn status_file(room: &str, pid: u32) -> PathBuf {
 pub fn write_status(status: &Status) -> std::io::Result<()> {
     std::fs::create_dir_all(ports_dir())?;
     let path = status_file(&status.room, status.pid);
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(status).expect("plain data"))?;
-    std::fs::rename(tmp, path)
+    workroomd::atomic::write(&path, &serde_json::to_vec_pretty(status).expect("plain data"))
 }
 
 pub fn read_status(room: &str, pid: u32) -> Option<Status> {

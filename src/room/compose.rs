@@ -407,9 +407,7 @@ fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError>
     let path = override_path(name);
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
-        let partial = path.with_extension("yml.partial");
-        std::fs::write(&partial, serde_json::to_string_pretty(file).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&partial, &path)
+        workroomd::atomic::write(&path, serde_json::to_string_pretty(file).map_err(std::io::Error::other)?.as_bytes())
     };
     write().map_err(|source| ComposeRoomError::Write { path: path.clone(), source })?;
     Ok(path)

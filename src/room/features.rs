@@ -11,14 +11,12 @@
 //! succeeds, intermediate containers are removed by the engine (`forcerm`),
 //! and the layers the failed build committed are removed here.
 
-use super::image::{remove_made, root_cause, BuildSteps};
+use super::image::{remove_made, BuildSteps};
 use crate::config::Loaded;
-use crate::engine::{Engine, EngineError};
+use crate::engine::{BuildRequest, Engine, EngineError};
 use crate::features::{self, metadata, recipe, Cache, FeatureError, Fetcher, LockMode, Report};
 use crate::progress::{Progress, Task};
 use bollard::models::ImageInspect;
-use bollard::query_parameters::BuildImageOptions;
-use futures_util::StreamExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -192,62 +190,55 @@ async fn build(
     installs: &[recipe::Install],
     progress: &Progress,
 ) -> Result<(), DerivedImageError> {
-    let options = BuildImageOptions {
+    let request = BuildRequest {
+        context: context.tar.clone(),
         dockerfile: "Dockerfile".into(),
-        t: Some(context.tag()),
-        rm: true,
-        forcerm: true,
-        labels: Some(HashMap::from([
+        tag: context.tag(),
+        labels: HashMap::from([
             (metadata::LABEL.to_string(), label.to_string()),
             (KEY_LABEL.to_string(), context.key.clone()),
-        ])),
+        ]),
         ..Default::default()
     };
-    let mut stream = engine.docker().build_image(options, None, Some(bollard::body_full(context.tar.clone().into())));
     let mut made = BuildSteps::default();
     let mut lines = Lines::default();
     let mut current: Option<(usize, Task)> = None;
     let mut tails: Vec<VecDeque<String>> = vec![VecDeque::new(); installs.len()];
-    let failure = loop {
-        let Some(item) = stream.next().await else { break None };
-        let info = match item {
-            Ok(info) => info,
-            Err(e) => break Some(root_cause(&e)),
-        };
-        if let Some(e) = info.error_detail.and_then(|d| d.message) {
-            break Some(e);
-        }
-        let Some(text) = info.stream else { continue };
-        made.feed(&text);
-        for line in lines.feed(&text) {
-            if let Some(step) = line.strip_prefix("Step ") {
-                // Which feature a step belongs to: its folder is named in it.
-                let owner = installs.iter().position(|i| {
-                    step.contains(&format!("{}/{}/", recipe::DEST, i.consecutive_id))
-                        || step.contains(&format!("{}/{} ", recipe::DEST, i.consecutive_id))
-                });
-                if owner != current.as_ref().map(|(i, _)| *i) {
-                    if let Some((i, task)) = current.take() {
-                        task.finish(&format!("installed {}", resolved.features[i].user_id));
+    let built = engine
+        .build_image(request, |text| {
+            made.feed(text);
+            for line in lines.feed(text) {
+                if let Some(step) = line.strip_prefix("Step ") {
+                    // Which feature a step belongs to: its folder is named in it.
+                    let owner = installs.iter().position(|i| {
+                        step.contains(&format!("{}/{}/", recipe::DEST, i.consecutive_id))
+                            || step.contains(&format!("{}/{} ", recipe::DEST, i.consecutive_id))
+                    });
+                    if owner != current.as_ref().map(|(i, _)| *i) {
+                        if let Some((i, task)) = current.take() {
+                            task.finish(&format!("installed {}", resolved.features[i].user_id));
+                        }
+                        current =
+                            owner.map(|i| (i, progress.task(format!("installing {}", resolved.features[i].user_id))));
                     }
-                    current = owner.map(|i| (i, progress.task(format!("installing {}", resolved.features[i].user_id))));
+                    continue;
                 }
-                continue;
-            }
-            if line.starts_with(" ---> ") || line.starts_with("Removing intermediate container") {
-                continue;
-            }
-            if let Some((i, task)) = &current {
-                task.message(&line);
-                progress.println(&format!("[{}] {line}", installs[*i].feature_id()));
-                let tail = &mut tails[*i];
-                tail.push_back(line);
-                if tail.len() > FAILURE_LINES {
-                    tail.pop_front();
+                if line.starts_with(" ---> ") || line.starts_with("Removing intermediate container") {
+                    continue;
+                }
+                if let Some((i, task)) = &current {
+                    task.message(&line);
+                    progress.println(&format!("[{}] {line}", installs[*i].feature_id()));
+                    let tail = &mut tails[*i];
+                    tail.push_back(line);
+                    if tail.len() > FAILURE_LINES {
+                        tail.pop_front();
+                    }
                 }
             }
-        }
-    };
+        })
+        .await;
+    let failure = built.err().map(|failed| failed.reason);
     let Some(reason) = failure else {
         if let Some((i, task)) = current.take() {
             task.finish(&format!("installed {}", resolved.features[i].user_id));

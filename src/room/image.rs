@@ -2,11 +2,9 @@
 //! built from the Dockerfile through the Engine API (no docker CLI).
 
 use crate::config::{Build, Loaded, Source};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{BuildRequest, Engine, EngineError};
 use crate::plan::create::ImageFacts;
 use bollard::models::ImageInspect;
-use bollard::query_parameters::{BuildImageOptions, CreateImageOptions};
-use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -83,25 +81,10 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
     let progress = crate::progress::Progress::stderr();
     let mut layers = crate::progress::Layers::default();
     progress.println(&format!("pulling {image}"));
-    let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
-    let mut stream = engine.docker().create_image(Some(options), None, None);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(info) => {
-                if let Some(e) = info.error_detail.and_then(|d| d.message) {
-                    return Err(ImageError::Missing { image: image.into(), reason: e, config: config.into() });
-                }
-                let detail = info.progress_detail.as_ref();
-                let (current, total) = (detail.and_then(|d| d.current), detail.and_then(|d| d.total));
-                if let (Some(id), Some(status)) = (info.id.as_deref(), info.status.as_deref()) {
-                    layers.update(&progress, id, status, current, total);
-                }
-            }
-            Err(e) => {
-                return Err(ImageError::Missing { image: image.into(), reason: root_cause(&e), config: config.into() })
-            }
-        }
-    }
+    engine
+        .pull_image(image, |p| layers.update(&progress, p.layer, p.status, p.current, p.total))
+        .await
+        .map_err(|e| ImageError::Missing { image: image.into(), reason: e.reason, config: config.into() })?;
     layers.finish_all();
     progress.summary(&format!("pulled {image}"));
     Ok(())
@@ -110,40 +93,29 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
 async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), ImageError> {
     let fail = |reason: String| ImageError::Build { dockerfile: build.dockerfile.display().to_string(), reason };
     let (context, dockerfile) = context_tar(build).map_err(|e| fail(format!("packing the build context: {e}")))?;
-    let options = BuildImageOptions {
+    let request = BuildRequest {
+        context,
         dockerfile,
-        t: Some(tag.to_string()),
-        rm: true,
-        forcerm: true,
-        buildargs: (!build.args.is_empty()).then(|| build.args.iter().cloned().collect::<HashMap<_, _>>()),
-        target: build.target.clone().unwrap_or_default(),
-        cachefrom: (!build.cache_from.is_empty()).then(|| build.cache_from.clone()),
-        labels: Some(HashMap::from([("workroom.build".to_string(), "1".to_string())])),
-        ..Default::default()
+        tag: tag.to_string(),
+        args: build.args.clone(),
+        target: build.target.clone(),
+        cache_from: build.cache_from.clone(),
+        labels: HashMap::from([("workroom.build".to_string(), "1".to_string())]),
     };
     eprintln!("building {} (context {})", build.dockerfile.display(), build.context.display());
-    let mut stream = engine.docker().build_image(options, None, Some(bollard::body_full(context.into())));
     let mut err = std::io::stderr();
     let mut made = BuildSteps::default();
-    let failure = loop {
-        let Some(item) = stream.next().await else { break None };
-        let info = match item {
-            Ok(info) => info,
-            Err(e) => break Some(root_cause(&e)),
-        };
-        if let Some(e) = info.error_detail.and_then(|d| d.message) {
-            break Some(e);
-        }
-        if let Some(text) = info.stream {
-            made.feed(&text);
+    let built = engine
+        .build_image(request, |text| {
+            made.feed(text);
             let _ = err.write_all(text.as_bytes());
-        }
-    };
-    match failure {
-        None => Ok(()),
-        Some(reason) => {
+        })
+        .await;
+    match built {
+        Ok(()) => Ok(()),
+        Err(failed) => {
             remove_made(engine, &made.images).await;
-            Err(fail(reason))
+            Err(fail(failed.reason))
         }
     }
 }
@@ -193,8 +165,7 @@ impl BuildSteps {
 /// another build has since used as its parent stays, which is right.
 pub(super) async fn remove_made(engine: &Engine, images: &[String]) {
     for id in images.iter().rev() {
-        let options = bollard::query_parameters::RemoveImageOptions { force: false, noprune: false, platforms: None };
-        let _ = engine.docker().remove_image(id, Some(options), None).await;
+        let _ = engine.remove_image(id).await;
     }
 }
 
@@ -228,14 +199,6 @@ fn outside_name(dockerfile: &std::path::Path) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(dockerfile.as_os_str().as_encoded_bytes());
     format!(".dockerfile.{}", hex::encode(&digest[..10]))
-}
-
-pub(super) fn root_cause(e: &dyn std::error::Error) -> String {
-    let mut source = e;
-    while let Some(inner) = source.source() {
-        source = inner;
-    }
-    source.to_string()
 }
 
 #[cfg(test)]

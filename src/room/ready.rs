@@ -48,10 +48,7 @@ pub fn mark_done(container_id: &str, started_at: &str, probed: Option<&BTreeMap<
         let _ = std::fs::create_dir_all(dir);
     }
     let env = probed.and_then(|e| serde_json::to_string(e).ok()).unwrap_or_default();
-    let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, format!("{started_at}\n{env}")).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
-    }
+    let _ = workroomd::atomic::write(&path, format!("{started_at}\n{env}").as_bytes());
 }
 
 /// Drops the record of a container that is gone (`down`): its id never

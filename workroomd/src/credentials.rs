@@ -37,7 +37,43 @@ use workroomd::pipe;
 use workroomd::proto::{Link, Request, Response, StreamError, StreamHandle, MAX_CREDENTIAL_INPUT};
 use workroomd::room;
 
+use crate::report::chain;
 use crate::state::State;
+
+/// Why the credential sockets could not be served, or one request through
+/// them could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error(transparent)]
+    User(#[from] crate::spawn::SpawnError),
+    /// `what`: make, own, restrict, give to the user, serve.
+    #[error("cannot {what} {path}")]
+    Path { what: String, path: &'static str, source: std::io::Error },
+    #[error("cannot read the request")]
+    ReadRequest(#[source] std::io::Error),
+    #[error("the request is larger than {MAX_CREDENTIAL_INPUT} bytes")]
+    TooLarge,
+    #[error("the request is not UTF-8")]
+    NotUtf8,
+    #[error("no workroom host process is connected to this room")]
+    NoHost,
+    #[error("asking the host")]
+    Link(#[from] StreamError),
+    /// The host's own message, a sentence already.
+    #[error("{0}")]
+    Host(String),
+    #[error("the host answered {0}")]
+    Unexpected(String),
+    #[error("no credentials from the host ({CREDENTIAL_SOCKET}); is `workroom up` running for this room?")]
+    NoDaemon(#[source] std::io::Error),
+    #[error("cannot ask the daemon through {CREDENTIAL_SOCKET}")]
+    Ask(#[source] std::io::Error),
+}
+
+fn at(what: impl Into<String>, path: &'static str) -> impl FnOnce(std::io::Error) -> CredentialsError {
+    let what = what.into();
+    move |source| CredentialsError::Path { what, path, source }
+}
 
 /// The remote user's folder for the two sockets below.
 pub const AGENT_DIR: &str = room::AGENT_DIR;
@@ -122,7 +158,7 @@ pub async fn offer(
     let prepared = prepare(&state, &user, ssh_agent, git_credentials);
     let reply = match &prepared {
         Ok(()) => Response::Ready,
-        Err(e) => Response::error(e.clone()),
+        Err(e) => Response::failed(e),
     };
     let _ = handle.reply(reply).await;
     drop(handle);
@@ -156,17 +192,16 @@ fn stop(task: &mut Option<AbortHandle>, socket: &str) {
 }
 
 /// Makes the user's folder and binds the sockets not yet served.
-fn prepare(state: &Arc<State>, user: &str, ssh_agent: bool, git_credentials: bool) -> Result<(), String> {
-    let resolved = crate::spawn::resolve(user).map_err(|e| format!("user {user}: {e}"))?;
+fn prepare(state: &Arc<State>, user: &str, ssh_agent: bool, git_credentials: bool) -> Result<(), CredentialsError> {
+    let resolved = crate::spawn::resolve(user)?;
     let dir = Path::new(AGENT_DIR);
     // Made root's first and handed over after the mode is set, so there is
     // no moment when another user could enter it.
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {AGENT_DIR}: {e}"))?;
-    std::os::unix::fs::chown(dir, Some(0), Some(0)).map_err(|e| format!("cannot own {AGENT_DIR}: {e}"))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| format!("cannot restrict {AGENT_DIR}: {e}"))?;
+    std::fs::create_dir_all(dir).map_err(at("make", AGENT_DIR))?;
+    std::os::unix::fs::chown(dir, Some(0), Some(0)).map_err(at("own", AGENT_DIR))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(at("restrict", AGENT_DIR))?;
     std::os::unix::fs::chown(dir, Some(resolved.uid), Some(resolved.gid))
-        .map_err(|e| format!("cannot give {AGENT_DIR} to {user}: {e}"))?;
+        .map_err(at(format!("give {user}"), AGENT_DIR))?;
     let mut reg = state.credentials.registry();
     let wanted = [(ssh_agent, Kind::Agent, AGENT_SOCKET), (git_credentials, Kind::Credential, CREDENTIAL_SOCKET)];
     for (want, kind, path) in wanted {
@@ -178,11 +213,10 @@ fn prepare(state: &Arc<State>, user: &str, ssh_agent: bool, git_credentials: boo
             continue;
         }
         let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path).map_err(|e| format!("cannot serve {path}: {e}"))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("cannot restrict {path}: {e}"))?;
+        let listener = UnixListener::bind(path).map_err(at("serve", path))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(at("restrict", path))?;
         std::os::unix::fs::chown(path, Some(resolved.uid), Some(resolved.gid))
-            .map_err(|e| format!("cannot give {path} to {user}: {e}"))?;
+            .map_err(at(format!("give {user}"), path))?;
         *slot = Some(tokio::spawn(serve(state.clone(), listener, kind)).abort_handle());
     }
     Ok(())
@@ -229,30 +263,29 @@ async fn agent_connection(state: &State, conn: UnixStream) {
 async fn credential_connection(state: &State, mut conn: UnixStream) {
     let answer = match tokio::time::timeout(CREDENTIAL_DEADLINE, credential_answer(state, &mut conn)).await {
         Ok(Ok(output)) => format!("ok\n{output}"),
-        Ok(Err(message)) => format!("error {message}\n"),
+        Ok(Err(e)) => format!("error {}\n", chain(&e)),
         Err(_) => format!("error the host gave no answer within {} s\n", CREDENTIAL_DEADLINE.as_secs()),
     };
     let _ = conn.write_all(answer.as_bytes()).await;
     let _ = conn.shutdown().await;
 }
 
-async fn credential_answer(state: &State, conn: &mut UnixStream) -> Result<String, String> {
+async fn credential_answer(state: &State, conn: &mut UnixStream) -> Result<String, CredentialsError> {
     let mut request = Vec::new();
     // One byte past the cap tells "too large" from "exactly at the cap".
     let limit = (MAX_CREDENTIAL_INPUT + 64) as u64;
-    conn.take(limit + 1).read_to_end(&mut request).await.map_err(|e| format!("cannot read the request: {e}"))?;
+    conn.take(limit + 1).read_to_end(&mut request).await.map_err(CredentialsError::ReadRequest)?;
     if request.len() as u64 > limit {
-        return Err(format!("the request is larger than {MAX_CREDENTIAL_INPUT} bytes"));
+        return Err(CredentialsError::TooLarge);
     }
-    let request = String::from_utf8(request).map_err(|_| "the request is not UTF-8".to_owned())?;
+    let request = String::from_utf8(request).map_err(|_| CredentialsError::NotUtf8)?;
     let (operation, input) = request.split_once('\n').unwrap_or((request.as_str(), ""));
-    let link =
-        state.credentials.current_link(Kind::Credential).ok_or("no workroom host process is connected to this room")?;
+    let link = state.credentials.current_link(Kind::Credential).ok_or(CredentialsError::NoHost)?;
     let ask = Request::GitCredential { operation: operation.to_owned(), input: input.to_owned() };
-    match link.request(ask).await.map_err(|e: StreamError| e.to_string())? {
+    match link.request(ask).await? {
         Response::Credential { output } => Ok(output),
-        Response::Error { message } => Err(message),
-        other => Err(format!("unexpected answer {other:?}")),
+        Response::Error { message } => Err(CredentialsError::Host(message)),
+        other => Err(CredentialsError::Unexpected(format!("{other:?}"))),
     }
 }
 
@@ -300,21 +333,19 @@ pub fn helper(args: &[String]) -> i32 {
             }
         },
         Err(e) => {
-            eprintln!("workroom credential helper: {e}");
+            eprintln!("workroom credential helper: {}", chain(&e));
             1
         }
     }
 }
 
-fn ask_daemon(operation: &str, input: &str) -> Result<String, String> {
-    let mut conn = std::os::unix::net::UnixStream::connect(CREDENTIAL_SOCKET).map_err(|e| {
-        format!("no credentials from the host ({CREDENTIAL_SOCKET}: {e}); is `workroom up` running for this room?")
-    })?;
-    conn.set_read_timeout(Some(CREDENTIAL_DEADLINE + Duration::from_secs(1))).map_err(|e| e.to_string())?;
-    conn.write_all(format!("{operation}\n{input}").as_bytes()).map_err(|e| format!("cannot ask the daemon: {e}"))?;
-    conn.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+fn ask_daemon(operation: &str, input: &str) -> Result<String, CredentialsError> {
+    let mut conn = std::os::unix::net::UnixStream::connect(CREDENTIAL_SOCKET).map_err(CredentialsError::NoDaemon)?;
+    conn.set_read_timeout(Some(CREDENTIAL_DEADLINE + Duration::from_secs(1))).map_err(CredentialsError::Ask)?;
+    conn.write_all(format!("{operation}\n{input}").as_bytes()).map_err(CredentialsError::Ask)?;
+    conn.shutdown(std::net::Shutdown::Write).map_err(CredentialsError::Ask)?;
     let mut answer = String::new();
-    conn.take(MAX_CREDENTIAL_INPUT as u64 * 2).read_to_string(&mut answer).map_err(|e| format!("no answer: {e}"))?;
+    conn.take(MAX_CREDENTIAL_INPUT as u64 * 2).read_to_string(&mut answer).map_err(CredentialsError::Ask)?;
     Ok(answer)
 }
 

@@ -24,6 +24,15 @@ pub const ENTRYPOINTS_WAIT: Duration = Duration::from_secs(20);
 /// reference's container script.
 const SHELL: &str = "/bin/sh";
 
+/// Why an entrypoint could not start.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Spawn(#[from] spawn::SpawnError),
+    #[error("cannot run {SHELL}")]
+    Exec(#[source] std::io::Error),
+}
+
 pub async fn run(commands: &[String]) {
     let deadline = Instant::now() + ENTRYPOINTS_WAIT;
     // Root by number: an image's passwd may lack a `root` entry.
@@ -32,12 +41,12 @@ pub async fn run(commands: &[String]) {
         eprintln!("workroomd: entrypoint: {command}");
         let argv = [SHELL.to_string(), "-c".to_string(), command.clone()];
         let spawned = spawn::command(&argv, root.as_ref(), &BTreeMap::new(), Some("/"), false)
-            .map_err(|e| e.to_string())
-            .and_then(|mut c| c.stdin(std::process::Stdio::null()).spawn().map_err(|e| e.to_string()));
+            .map_err(StartError::from)
+            .and_then(|mut c| c.stdin(std::process::Stdio::null()).spawn().map_err(StartError::Exec));
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                eprintln!("workroomd: entrypoint {command:?} could not start: {e}");
+                eprintln!("workroomd: entrypoint {command:?} could not start: {}", crate::report::chain(&e));
                 continue;
             }
         };

@@ -9,6 +9,21 @@ use tokio::net::TcpStream;
 use workroomd::pipe;
 use workroomd::proto::{Response, StreamError, StreamHandle};
 
+/// Why a forwarded port could not be dialled in the room.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    #[error("unknown host {host:?}")]
+    UnknownHost { host: String },
+    #[error("no address")]
+    NoAddress,
+    #[error("connection refused")]
+    Refused,
+    #[error("cannot connect to {addr}")]
+    Connect { addr: SocketAddr, source: std::io::Error },
+    #[error("no answer from {addr} within {} s", CONNECT_TIMEOUT.as_secs())]
+    Timeout { addr: SocketAddr },
+}
+
 /// How long a dial may take. Loopback answers (or refuses) at once; a named
 /// host on the room's network that does not answer within this is reported
 /// rather than leaving the host's client hanging on a half-open forward.
@@ -21,7 +36,10 @@ pub async fn connect(handle: &StreamHandle, host: String, port: u16) -> Result<(
     };
     let socket = match dialled {
         Ok(s) => s,
-        Err(why) => return handle.reply(Response::error(format!("{why} on {host}:{port} in the room"))).await,
+        Err(why) => {
+            let why = crate::report::chain(&why);
+            return handle.reply(Response::error(format!("{why} on {host}:{port} in the room"))).await;
+        }
     };
     // Forwarded traffic is mostly request/response: do not hold small
     // writes back.
@@ -34,14 +52,14 @@ pub async fn connect(handle: &StreamHandle, host: String, port: u16) -> Result<(
     Ok(())
 }
 
-async fn dial(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
-    let mut last = "no address".to_owned();
-    for addr in addrs {
+async fn dial(addrs: &[SocketAddr]) -> Result<TcpStream, DialError> {
+    let mut last = DialError::NoAddress;
+    for &addr in addrs {
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => return Ok(s),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = "connection refused".to_owned(),
-            Ok(Err(e)) => last = format!("cannot connect ({e})"),
-            Err(_) => last = format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => last = DialError::Refused,
+            Ok(Err(source)) => last = DialError::Connect { addr, source },
+            Err(_) => last = DialError::Timeout { addr },
         }
     }
     Err(last)
@@ -52,7 +70,7 @@ async fn dial(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
 /// library's resolver. A static glibc resolves through DNS only when the
 /// image happens to ship glibc's NSS modules, so the file comes first and
 /// needs no library at all.
-async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, DialError> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
@@ -69,12 +87,12 @@ async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
         Ok(addrs) => {
             let addrs: Vec<_> = addrs.collect();
             if addrs.is_empty() {
-                Err(format!("unknown host {host:?}"))
+                Err(DialError::UnknownHost { host: host.to_string() })
             } else {
                 Ok(addrs)
             }
         }
-        Err(_) => Err(format!("unknown host {host:?}")),
+        Err(_) => Err(DialError::UnknownHost { host: host.to_string() }),
     }
 }
 

@@ -26,7 +26,6 @@
 //! which the new daemon feeds into a fresh model.
 
 use crate::pane::{self, Adopted, Pane};
-use crate::panes;
 use crate::state::State;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -47,6 +46,21 @@ pub const TABLE_PATH: &str = "/.workroom/run/handoff.json";
 /// How long the new binary's check may take; it only parses a small table,
 /// so anything near this is a binary that hangs, which must be refused.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the new daemon's `check-handoff` did not accept the table.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{binary} cannot start")]
+    Start { binary: String, source: std::io::Error },
+    #[error("the table cannot be written as JSON")]
+    Table(#[from] serde_json::Error),
+    #[error("its check did not answer within {CHECK_TIMEOUT:?}")]
+    Timeout,
+    #[error("waiting for its check")]
+    Wait(#[source] std::io::Error),
+    #[error("{status}: {said}")]
+    Refused { status: std::process::ExitStatus, said: String },
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Table {
@@ -143,6 +157,7 @@ pub async fn handle(
     let table = snapshot(state, binary);
     if let Err(why) = check(binary, &table).await {
         remove_upload(binary);
+        let why = crate::report::chain(&why);
         return handle
             .reply(Response::error(format!(
                 "the new daemon {binary} refused the hand-off ({why}); this daemon keeps serving"
@@ -198,7 +213,7 @@ fn snapshot(state: &State, binary: &str) -> Table {
     }
 }
 
-async fn check(binary: &str, table: &Table) -> Result<(), String> {
+async fn check(binary: &str, table: &Table) -> Result<(), CheckError> {
     let mut child = tokio::process::Command::new(binary)
         .arg("check-handoff")
         .stdin(std::process::Stdio::piped())
@@ -206,20 +221,20 @@ async fn check(binary: &str, table: &Table) -> Result<(), String> {
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("it cannot start: {e}"))?;
-    let json = serde_json::to_vec(table).map_err(|e| e.to_string())?;
+        .map_err(|source| CheckError::Start { binary: binary.to_string(), source })?;
+    let json = serde_json::to_vec(table)?;
     let mut stdin = child.stdin.take().expect("piped");
     let _ = stdin.write_all(&json).await;
     drop(stdin);
     let out = tokio::time::timeout(CHECK_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| format!("its check did not answer within {CHECK_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| CheckError::Timeout)?
+        .map_err(CheckError::Wait)?;
     let said = String::from_utf8_lossy(&out.stdout);
     if out.status.success() && said.starts_with("handoff-ok") {
         Ok(())
     } else {
-        Err(format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()))
+        Err(CheckError::Refused { status: out.status, said: String::from_utf8_lossy(&out.stderr).trim().to_string() })
     }
 }
 
@@ -231,7 +246,7 @@ fn commit(state: &State, binary: &str) -> String {
         Ok(j) => j,
         Err(e) => return e.to_string(),
     };
-    if let Err(e) = panes::write_atomic(std::path::Path::new(TABLE_PATH), &json) {
+    if let Err(e) = workroomd::atomic::write(std::path::Path::new(TABLE_PATH), &json) {
         return format!("cannot write {TABLE_PATH}: {e}");
     }
     for fd in &fds {

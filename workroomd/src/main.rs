@@ -27,6 +27,7 @@ mod locale;
 mod pane;
 mod panes;
 mod relay;
+mod report;
 mod serve;
 mod sessions;
 mod spawn;

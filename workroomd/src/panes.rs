@@ -4,7 +4,7 @@
 //!
 //! Screens are saved at most every [`SAVE_INTERVAL`], only when they changed
 //! (a pane printing without pause costs one small write a second, not one
-//! per chunk). A save is a temp file renamed into place.
+//! per chunk). A save replaces the file whole (`workroomd::atomic`).
 //!
 //! A pane opened under the name of one that ended with a restart starts
 //! with that pane's last screen and a separator line in its own model, so
@@ -157,20 +157,14 @@ fn save(pane: &Pane, screen: &[u8], boot_id: &str) {
     let meta =
         SavedMeta { boot_id: boot_id.into(), command: pane.command.clone(), created_unix_ms: pane.created_unix_ms };
     let base = dir().join(&pane.name);
-    let _ = write_atomic(&base.with_extension("screen"), screen);
-    let _ = write_atomic(&base.with_extension("json"), &serde_json::to_vec(&meta).unwrap_or_default());
+    let _ = workroomd::atomic::write(&base.with_extension("screen"), screen);
+    let _ = workroomd::atomic::write(&base.with_extension("json"), &serde_json::to_vec(&meta).unwrap_or_default());
 }
 
 fn forget_saved(name: &str) {
     let base = dir().join(name);
     let _ = std::fs::remove_file(base.with_extension("json"));
     let _ = std::fs::remove_file(base.with_extension("screen"));
-}
-
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 pub fn valid_name(name: &str) -> bool {

@@ -39,28 +39,42 @@ pub struct Options {
     pub entrypoints: Vec<String>,
 }
 
-pub fn parse_args(args: &[String]) -> Result<Options, String> {
+/// A `serve` command line that cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArgsError {
+    #[error("{flag} needs {what}")]
+    Missing { flag: &'static str, what: &'static str },
+    #[error("unknown serve argument {0:?}")]
+    Unknown(String),
+}
+
+/// What follows `flag` at `i + 1`.
+fn value(args: &[String], i: usize, flag: &'static str, what: &'static str) -> Result<String, ArgsError> {
+    args.get(i + 1).cloned().ok_or(ArgsError::Missing { flag, what })
+}
+
+pub fn parse_args(args: &[String]) -> Result<Options, ArgsError> {
     let mut options = Options { program_user: None, program_cwd: None, program: Vec::new(), entrypoints: Vec::new() };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--program-user" => {
-                options.program_user = Some(args.get(i + 1).ok_or("--program-user needs a user")?.clone());
+                options.program_user = Some(value(args, i, "--program-user", "a user")?);
                 i += 2;
             }
             "--entrypoint" => {
-                options.entrypoints.push(args.get(i + 1).ok_or("--entrypoint needs a command")?.clone());
+                options.entrypoints.push(value(args, i, "--entrypoint", "a command")?);
                 i += 2;
             }
             "--program-cwd" => {
-                options.program_cwd = Some(args.get(i + 1).ok_or("--program-cwd needs a folder")?.clone());
+                options.program_cwd = Some(value(args, i, "--program-cwd", "a folder")?);
                 i += 2;
             }
             "--" => {
                 options.program = args[i + 1..].to_vec();
                 break;
             }
-            other => return Err(format!("unknown serve argument {other:?}")),
+            other => return Err(ArgsError::Unknown(other.to_string())),
         }
     }
     Ok(options)
@@ -401,7 +415,7 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
             }
             None => {
                 let spawned = spawn::command(&options.program, user.as_ref(), &env, Some(cwd), false)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| crate::report::chain(&e))
                     .and_then(|mut c| {
                         c.stdin(std::process::Stdio::null())
                             .spawn()
@@ -458,6 +472,8 @@ mod tests {
         assert_eq!(o.entrypoints, ["/a.sh", "b --x"]);
         assert_eq!(o.program_user.as_deref(), Some("dev"));
         assert_eq!(o.program, ["/init", "--entrypoint"], "after `--` everything is the program's");
-        assert!(parse_args(&["--entrypoint".to_string()]).is_err());
+        let missing = parse_args(&["--entrypoint".to_string()]).err();
+        assert_eq!(missing, Some(ArgsError::Missing { flag: "--entrypoint", what: "a command" }));
+        assert_eq!(missing.unwrap().to_string(), "--entrypoint needs a command");
     }
 }

@@ -3,9 +3,9 @@
 //! is made at start and passed to every task (as mini-redis passes its
 //! `Db`); nothing of it is a process static.
 //!
-//! Markers Markers persist in the container's filesystem, so a
+//! Markers persist in the container's filesystem, so a
 //! container restart (new daemon process) still knows which once-only hooks
-//! ran; they are written atomically (temp file + rename).
+//! ran; they are replaced whole (`workroomd::atomic`).
 
 use crate::panes::Panes;
 use std::collections::BTreeMap;
@@ -107,9 +107,7 @@ impl State {
         if let Some(dir) = self.markers_file.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let tmp = self.markers_file.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(markers)?)?;
-        std::fs::rename(&tmp, &self.markers_file)
+        workroomd::atomic::write(&self.markers_file, &serde_json::to_vec(markers)?)
     }
 }
 

@@ -8,6 +8,7 @@
 //! keeps the old gid (and still moves the uid). Root and numeric users are
 //! skipped by the host before asking.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,13 +127,10 @@ pub fn apply(plan: &Plan, uid: u32) -> std::io::Result<()> {
 }
 
 fn replace(path: &str, text: &str) -> std::io::Result<()> {
-    let tmp = format!("{path}.workroom-tmp");
-    std::fs::write(&tmp, text)?;
     // Keep the original's mode (passwd 0644; some images make group 0644 too).
-    if let Ok(meta) = std::fs::metadata(path) {
-        std::fs::set_permissions(&tmp, meta.permissions())?;
-    }
-    std::fs::rename(&tmp, path)
+    let permissions =
+        std::fs::metadata(path).map(|m| m.permissions()).unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
+    workroomd::atomic::write_with_permissions(Path::new(path), text.as_bytes(), permissions)
 }
 
 fn chown_tree(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {

@@ -1,0 +1,127 @@
+//! Image pulls and builds, image removal, and a container's logs: the
+//! engine's streaming calls, read here and handed on as plain data (a
+//! layer's progress, a build's output text, a log chunk), so the room's
+//! sequences (`room/image.rs`, `room/features.rs`) and `workroom logs`
+//! never hold bollard (ADR 0001).
+
+use super::{Engine, EngineError};
+use bollard::query_parameters::{BuildImageOptions, CreateImageOptions, LogsOptions, RemoveImageOptions};
+use futures_util::{Stream, StreamExt};
+use std::collections::HashMap;
+
+/// One progress report of a pull: a layer (or the tag, in the first
+/// reports) and what the engine says of it.
+#[derive(Debug, Clone, Copy)]
+pub struct PullProgress<'a> {
+    pub layer: &'a str,
+    pub status: &'a str,
+    pub current: Option<i64>,
+    pub total: Option<i64>,
+}
+
+/// Why a pull or a build stopped: the engine's own words (the stream's
+/// error detail), or the innermost cause of a broken stream. The callers
+/// put it in their own error, which names the image or the Dockerfile.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct StreamFailed {
+    pub reason: String,
+}
+
+/// A build through the classic builder: the context tar, the Dockerfile's
+/// path in it, the tag and labels of the image it makes. Intermediate
+/// containers are removed even when a step fails (`rm`, `forcerm`).
+#[derive(Debug, Clone, Default)]
+pub struct BuildRequest {
+    pub context: Vec<u8>,
+    pub dockerfile: String,
+    pub tag: String,
+    pub args: Vec<(String, String)>,
+    pub target: Option<String>,
+    pub cache_from: Vec<String>,
+    pub labels: HashMap<String, String>,
+}
+
+/// A piece of a container's logs, by the stream it was written to.
+#[derive(Debug)]
+pub enum LogChunk {
+    Stderr(bytes::Bytes),
+    /// stdout (and a tty's console, which has one stream).
+    Stdout(bytes::Bytes),
+}
+
+impl Engine {
+    /// Pulls `image`, calling `progress` with each report; returns when the
+    /// engine says the pull is over.
+    pub async fn pull_image(
+        &self,
+        image: &str,
+        mut progress: impl FnMut(PullProgress<'_>),
+    ) -> Result<(), StreamFailed> {
+        let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
+        let mut stream = self.docker.create_image(Some(options), None, None);
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| StreamFailed { reason: super::short_reason(&e) })?;
+            if let Some(reason) = info.error_detail.and_then(|d| d.message) {
+                return Err(StreamFailed { reason });
+            }
+            let detail = info.progress_detail.as_ref();
+            if let (Some(layer), Some(status)) = (info.id.as_deref(), info.status.as_deref()) {
+                let (current, total) = (detail.and_then(|d| d.current), detail.and_then(|d| d.total));
+                progress(PullProgress { layer, status, current, total });
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds an image, calling `output` with each piece of the builder's
+    /// text (lines may be split across pieces); returns when the build is
+    /// over.
+    pub async fn build_image(&self, request: BuildRequest, mut output: impl FnMut(&str)) -> Result<(), StreamFailed> {
+        let options = BuildImageOptions {
+            dockerfile: request.dockerfile,
+            t: Some(request.tag),
+            rm: true,
+            forcerm: true,
+            buildargs: (!request.args.is_empty()).then(|| request.args.into_iter().collect()),
+            target: request.target.unwrap_or_default(),
+            cachefrom: (!request.cache_from.is_empty()).then_some(request.cache_from),
+            labels: Some(request.labels),
+            ..Default::default()
+        };
+        let mut stream = self.docker.build_image(options, None, Some(bollard::body_full(request.context.into())));
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| StreamFailed { reason: super::short_reason(&e) })?;
+            if let Some(reason) = info.error_detail.and_then(|d| d.message) {
+                return Err(StreamFailed { reason });
+            }
+            if let Some(text) = info.stream {
+                output(&text);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes an image that no container uses, keeping its untagged
+    /// parents' pruning to the engine (as `docker rmi` does).
+    pub async fn remove_image(&self, id: &str) -> Result<(), EngineError> {
+        let options = RemoveImageOptions { force: false, noprune: false, platforms: None };
+        self.docker
+            .remove_image(id, Some(options), None)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.map(format!("remove image {id}"), format!("image {id}"), e))
+    }
+
+    /// A container's logs from its start, both streams; with `follow`, on
+    /// until the container ends.
+    pub fn logs(&self, id: &str, follow: bool) -> impl Stream<Item = Result<LogChunk, EngineError>> + '_ {
+        let options = LogsOptions { follow, stdout: true, stderr: true, tail: "all".into(), ..Default::default() };
+        let id = id.to_string();
+        self.docker.logs(&id, Some(options)).map(move |item| match item {
+            Ok(bollard::container::LogOutput::StdErr { message }) => Ok(LogChunk::Stderr(message)),
+            Ok(other) => Ok(LogChunk::Stdout(other.into_bytes())),
+            Err(e) => Err(self.map(format!("read the logs of {id}"), format!("container {id}"), e)),
+        })
+    }
+}
