@@ -4,6 +4,7 @@
 //! upload, start/stop/remove, exec, list, images) so a second driver, such as
 //! exec into a Kubernetes pod, can stand beside it later.
 
+mod archive;
 pub mod compose;
 mod events;
 mod exec;

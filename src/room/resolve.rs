@@ -146,6 +146,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         shape: RoomShape { nested: settings.nested, network: settings.network },
         refuse_metadata_privileged: !settings.metadata_privileged,
         lock: flags.lock,
+        workspace: settings.workspace,
     }
 }
 
@@ -179,6 +180,7 @@ mod tests {
             metadata_privileged: true,
             history_lines: None,
             history_bytes: None,
+            workspace: Default::default(),
         }
     }
 

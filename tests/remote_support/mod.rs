@@ -59,14 +59,19 @@ impl SecondEngine {
         let host = format!("unix://{}", socket.display());
         let log = std::fs::File::create(root.join("dockerd.log")).unwrap();
         let script = format!(
-            "mount -t tmpfs -o size={PRIVATE_TMP_SIZE},mode=1777 tmpfs /tmp || exit 90\n\
+            "ip link set lo up || exit 91\n\
+             mount -t tmpfs -o size={PRIVATE_TMP_SIZE},mode=1777 tmpfs /tmp || exit 90\n\
              exec dockerd --config-file {root}/daemon.json --data-root {root}/data --exec-root {root}/exec \
              --pidfile {root}/docker.pid -H {host} --bridge=none --iptables=false --ip-masq=false \
              --storage-driver=vfs",
             root = root.display()
         );
         let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            // LEAD NOTE: its own network namespace too. In the host's, this
+            // dockerd (--bridge=none) deleted the main engine's docker0 and
+            // broke every other container start on the machine (seen
+            // 00:58 UTC). Its containers get only lo; reach them by exec.
+            .args(["--net", "--mount", "--propagation", "private", "sh", "-c", &script])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

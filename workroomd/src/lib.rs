@@ -10,6 +10,8 @@
 //!   reference and shows both sides' use.
 //! - [`agents`]: agent sessions as registry entries (`~/.claude/sessions`),
 //!   read by the daemon's `agents` job and printed by the host.
+//! - [`files`]: a folder's files as `workroom sync` compares them, written
+//!   by the daemon's `files` job.
 //! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
 //! - [`tty`] (feature `tty`): our side of a terminal (raw mode, window size,
@@ -21,6 +23,7 @@
 //! The binary half (`src/main.rs`, feature `daemon`) is the daemon itself.
 
 pub mod agents;
+pub mod files;
 pub mod pipe;
 pub mod proto;
 #[cfg(feature = "term")]
