@@ -9,6 +9,7 @@ mod remote_support;
 
 use common::*;
 use pty::Term;
+use remote_support::sshd::{FarSide, Sshd};
 use remote_support::SecondEngine;
 use std::io::{Read, Write};
 use std::process::Output;
@@ -173,4 +174,81 @@ fn a_room_on_an_engine_that_cannot_see_the_folder_works_on_an_uploaded_volume_th
     room.ok(&["down", "--volumes"]);
     assert_eq!(engine.containers(), Vec::<String>::new());
     assert_eq!(engine.volumes(), Vec::<String>::new(), "down --volumes leaves no volume");
+}
+
+/// The processes whose command line names `needle` (an ssh master left
+/// behind would).
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(needle) {
+            found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn an_ssh_docker_host_brings_a_room_up_runs_in_it_and_takes_it_down_over_one_ssh_connection() {
+    let engine = SecondEngine::start(&[BUSYBOX]);
+    let sshd = Sshd::start(FarSide::Engine(&engine.host));
+    let mut room = RemoteWorkspace::new(&engine, serde_json::json!({ "image": BUSYBOX }));
+    room.ws.env.retain(|(k, _)| k != "DOCKER_HOST");
+    room.ws.env.push(("DOCKER_HOST".into(), sshd.docker_host()));
+    room.ws.env.push(("WORKROOM_SSH_COMMAND".into(), sshd.ssh_command(true)));
+    room.write("hello.txt", "over ssh\n");
+
+    let out = room.ok(&["up", "--json"]);
+    let result: serde_json::Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(result["outcome"], "success", "{result}");
+    assert_eq!(result["workspace"]["mode"], "volume", "the far engine cannot see the folder: {result}");
+    let id = result["containerId"].as_str().unwrap().to_string();
+    assert_eq!(engine.docker_ok(&["inspect", "-f", "{{.State.Running}}", &id]), "true", "made on the far engine");
+    assert_eq!(room.ws.exec_ok(&["cat", "hello.txt"]), "over ssh\n");
+    // stdin, stdout and the exit status pass through the ssh session.
+    let out = room.ws.workroom_with_stdin(&["exec", "--", "sh", "-c", "cat; exit 3"], b"piped in\n");
+    assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(3), "piped in\n"), "{}", stderr(&out));
+
+    room.ok(&["down", "--volumes"]);
+    assert_eq!(engine.containers(), Vec::<String>::new());
+    assert_eq!(engine.volumes(), Vec::<String>::new());
+    // Each command's ssh master went with it.
+    assert_eq!(processes_naming(&sshd.ssh_command(true)), Vec::<String>::new(), "an ssh process outlived its command");
+}
+
+#[test]
+fn a_refused_key_a_far_side_without_docker_and_no_ssh_server_each_say_so_in_one_line() {
+    let engine = SecondEngine::start(&[]);
+    let sshd = Sshd::start(FarSide::Engine(&engine.host));
+    let no_docker = Sshd::start(FarSide::NoDocker);
+    let ws = Workspace::image(BUSYBOX);
+    let closed_port = free_port();
+    let cases = [
+        (sshd.docker_host(), sshd.ssh_command(false), "ssh root@127.0.0.1:{port} refused the key (", sshd.port),
+        (
+            no_docker.docker_host(),
+            no_docker.ssh_command(true),
+            "root@127.0.0.1:{port} has no docker CLI for `docker system dial-stdio` (",
+            no_docker.port,
+        ),
+        (
+            format!("ssh://root@127.0.0.1:{closed_port}"),
+            sshd.ssh_command(true),
+            "ssh root@127.0.0.1:{port} failed: ssh: connect to host 127.0.0.1 port {port}: Connection refused",
+            closed_port,
+        ),
+    ];
+    for (host, command, want, port) in cases {
+        let mut cmd = ws.command(&["up"]);
+        cmd.env("DOCKER_HOST", &host).env("WORKROOM_SSH_COMMAND", &command);
+        let out = output_within(cmd, None);
+        let err = stderr(&out);
+        let want = want.replace("{port}", &port.to_string());
+        assert_eq!(out.status.code(), Some(2), "{host}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{host}: not one line: {err}");
+        assert!(err.contains(&want), "{host}: want {want:?} in {err:?}");
+    }
+    assert!(ws.containers().is_empty());
 }

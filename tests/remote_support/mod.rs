@@ -9,6 +9,8 @@
 //! ends with it, its mounts with its namespace) and its folders.
 #![allow(dead_code)]
 
+pub mod sshd;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
