@@ -21,6 +21,8 @@
 //! [network]
 //! mode = "bridge"                             # or "host": the room on the host's network
 //!
+//! workspace = "auto"                         # or "volume": the workspace uploaded into a volume; "bind": never
+//!
 //! [panes]
 //! history_lines = 10000                       # lines each pane keeps above its screen
 //! history_bytes = 524288                      # and at most this many bytes of them
@@ -66,6 +68,7 @@ pub struct SettingsFile {
     pub peer_messaging: Option<bool>,
     pub peer_group: Option<String>,
     pub peer_registry: Option<PathBuf>,
+    pub workspace: Option<WorkspaceMode>,
     #[serde(default)]
     pub forward: ForwardFile,
     #[serde(default)]
@@ -108,6 +111,28 @@ pub enum NetworkMode {
     Host,
 }
 
+/// How a new room gets the workspace: bound from this host's folder, or
+/// uploaded into a volume on the engine (an engine that cannot see this
+/// host's folders: another machine). `auto` asks the engine (ADR 0012).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceMode {
+    #[default]
+    Auto,
+    Bind,
+    Volume,
+}
+
+impl WorkspaceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceMode::Auto => "auto",
+            WorkspaceMode::Bind => "bind",
+            WorkspaceMode::Volume => "volume",
+        }
+    }
+}
+
 /// The `[forward]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -142,6 +167,8 @@ pub struct Settings {
     /// defaults, 10,000 lines and 512 KiB).
     pub history_lines: Option<u32>,
     pub history_bytes: Option<u64>,
+    /// How a new room gets the workspace.
+    pub workspace: WorkspaceMode,
 }
 
 impl Settings {
@@ -157,6 +184,8 @@ pub struct Flags {
     pub peer: Option<bool>,
     /// `--peer-group NAME`, checked by the caller ([`check_peer_group`]).
     pub peer_group: Option<String>,
+    /// `--workspace auto|bind|volume`.
+    pub workspace: Option<WorkspaceMode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +242,7 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         network: project.network.mode.or(user.network.mode).unwrap_or_default(),
         history_lines: project.panes.history_lines.or(user.panes.history_lines),
         history_bytes: project.panes.history_bytes.or(user.panes.history_bytes),
+        workspace: flags.workspace.or(project.workspace).or(user.workspace).unwrap_or_default(),
     }
 }
 
@@ -371,6 +401,21 @@ mod tests {
         let none = merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), PathBuf::from("/r"));
         assert_eq!((none.history_lines, none.history_bytes), (None, None));
         assert!(parse("[panes]\nhistory = 1\n", Path::new("p")).is_err());
+    }
+
+    #[test]
+    fn the_workspace_mode_is_the_flags_then_the_projects_then_the_users_then_auto() {
+        let user = parse("workspace = \"volume\"\n", Path::new("u")).unwrap();
+        let project = parse("workspace = \"bind\"\n", Path::new("p")).unwrap();
+        let none = SettingsFile::default();
+        let r = || PathBuf::from("/r");
+        let flag = |m| Flags { workspace: Some(m), ..Default::default() };
+        assert_eq!(merge(&user, &project, Flags::default(), r()).workspace, WorkspaceMode::Bind);
+        assert_eq!(merge(&user, &none, Flags::default(), r()).workspace, WorkspaceMode::Volume);
+        assert_eq!(merge(&user, &project, flag(WorkspaceMode::Volume), r()).workspace, WorkspaceMode::Volume);
+        assert_eq!(merge(&none, &none, Flags::default(), r()).workspace, WorkspaceMode::Auto);
+        let err = parse("workspace = \"nfs\"\n", Path::new("p")).unwrap_err().to_string();
+        assert!(err.starts_with("p: unknown variant `nfs`"), "{err}");
     }
 
     #[test]

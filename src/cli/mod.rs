@@ -10,6 +10,7 @@ mod pane_cmd;
 mod rooms;
 mod shell_cmd;
 mod stdin_pump;
+mod sync_cmd;
 mod terminal;
 mod up_cmd;
 
@@ -97,7 +98,7 @@ pub struct PeerArgs {
 
 impl PeerArgs {
     fn flags(self) -> crate::settings::Flags {
-        crate::settings::Flags { peer: self.peer, peer_group: self.peer_group }
+        crate::settings::Flags { peer: self.peer, peer_group: self.peer_group, workspace: None }
     }
 }
 
@@ -143,6 +144,11 @@ pub enum Cmd {
         /// Neither read nor write devcontainer-lock.json.
         #[arg(long)]
         no_lockfile: bool,
+        /// How a new room gets the workspace: `auto` asks the engine whether it
+        /// sees this folder, `volume` uploads it into a volume, `bind` binds it.
+        /// Default: `workspace` in .workroom.toml, else config.toml, else auto.
+        #[arg(long = "workspace", value_name = "MODE")]
+        workspace_mode: Option<crate::settings::WorkspaceMode>,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -294,6 +300,14 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Carry changes between this folder and a room whose workspace is a
+    /// volume (an engine that cannot see this folder): `pull` brings the
+    /// room's, `push` sends these. A file changed on both sides since the
+    /// last sync is reported and left alone (exit status 1).
+    Sync {
+        #[command(subcommand)]
+        direction: SyncDirection,
+    },
     /// The daemon's and the supervised program's output.
     Logs {
         name: Option<String>,
@@ -301,6 +315,24 @@ pub enum Cmd {
         follow: bool,
         #[arg(long, value_name = "DIR", default_value = ".")]
         workspace_folder: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SyncDirection {
+    /// Bring files changed in the room here.
+    Pull {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// Only this file or folder (relative to the workspace folder).
+        path: Option<PathBuf>,
+    },
+    /// Send files changed here into the room.
+    Push {
+        #[command(flatten)]
+        workspace: WorkspaceArgs,
+        /// Only this file or folder (relative to the workspace folder).
+        path: Option<PathBuf>,
     },
 }
 
@@ -316,7 +348,17 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     runtime.block_on(async move {
         match args.command {
             Cmd::Config { .. } => unreachable!("handled above"),
-            Cmd::Up { workspace, json, recreate, skip_post_attach, peer, name, frozen_lockfile, no_lockfile } => {
+            Cmd::Up {
+                workspace,
+                json,
+                recreate,
+                skip_post_attach,
+                peer,
+                name,
+                frozen_lockfile,
+                no_lockfile,
+                workspace_mode,
+            } => {
                 use crate::features::LockMode;
                 let lock = match (frozen_lockfile, no_lockfile) {
                     (true, _) => LockMode::Frozen,
@@ -324,7 +366,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     _ => LockMode::Write,
                 };
                 let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
-                up_cmd::run(&workspace, flags, peer.flags(), json).await
+                let settings = crate::settings::Flags { workspace: workspace_mode, ..peer.flags() };
+                up_cmd::run(&workspace, flags, settings, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command).await,
             Cmd::Shell { room, pane, detach_keys } => shell_cmd::shell(&room, &pane, detach_keys.as_deref()).await,
@@ -345,6 +388,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::Forward { workspace, background, detached, args } => {
                 forward_cmd::forward(forward_cmd::ForwardArgs { workspace, args, background, detached }).await
             }
+            Cmd::Sync { direction } => match direction {
+                SyncDirection::Pull { workspace, path } => {
+                    sync_cmd::run(&workspace, crate::plan::sync::Direction::Pull, path.as_deref()).await
+                }
+                SyncDirection::Push { workspace, path } => {
+                    sync_cmd::run(&workspace, crate::plan::sync::Direction::Push, path.as_deref()).await
+                }
+            },
             Cmd::Ports { name, json } => forward_cmd::ports(name.as_deref(), json).await,
             Cmd::Logs { name, follow, workspace_folder } => {
                 rooms::logs(name.as_deref(), &workspace_folder, follow).await

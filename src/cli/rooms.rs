@@ -198,6 +198,17 @@ pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, v
         if !project {
             engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
         }
+        // The workspace volume is the room's truth on an engine that cannot
+        // see the folder: kept unless asked, so `up` finds it again.
+        if let Some(volume) = crate::plan::workspace::Decision::of_labels(c.labels.as_ref()).volume {
+            if volumes {
+                engine.remove_volume(&volume).await?;
+                room::sync::forget(&n);
+                eprintln!("removed the workspace volume {volume}");
+            } else {
+                eprintln!("kept the workspace volume {volume} (`workroom down --volumes` removes it)");
+            }
+        }
         if let Some(id) = &c.id {
             room::ready::forget(id);
             room::notes::forget(id);

@@ -60,5 +60,7 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
         },
         // Not the reference's, so after its keys: the platform of the room's daemon.
         "platform": r.platform,
+        // And how the room got its workspace: bound, or uploaded into a volume.
+        "workspace": r.workspace.json(),
     })
 }

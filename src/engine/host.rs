@@ -1,6 +1,6 @@
 //! Which engine: `DOCKER_HOST`, else the docker CLI's current context
 //! (`DOCKER_CONTEXT`, else `currentContext` in `~/.docker/config.json`), else
-//! the local socket. Read from the files the docker CLI writes, so workroom
+//! the local socket; unix://, tcp:// and ssh:// (`ssh.rs`). Read from the files the docker CLI writes, so workroom
 //! needs no docker CLI.
 
 use sha2::{Digest, Sha256};
@@ -11,12 +11,11 @@ pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 /// An engine address we cannot use, named with where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
+    #[error("{from} is {host}, which workroom cannot use: {problem}")]
+    Ssh { host: String, from: String, problem: String },
     #[error(
-        "{from} is {host}: ssh:// engines are not supported yet; forward the engine's socket with \
-         `ssh -NL /tmp/docker.sock:/var/run/docker.sock {host}` and set DOCKER_HOST=unix:///tmp/docker.sock"
+        "{from} is {host}: workroom reaches an engine at unix://, tcp:// or ssh:// addresses; set DOCKER_HOST to one"
     )]
-    Ssh { host: String, from: String },
-    #[error("{from} is {host}: workroom reaches an engine at unix:// or tcp:// addresses; set DOCKER_HOST to one")]
     Scheme { host: String, from: String },
     #[error(
         "docker context {name:?} ({from}) does not exist in {contexts}; `docker context ls` lists them, \
@@ -59,10 +58,15 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Result<String, HostError
 }
 
 /// The addresses the engine edge can dial (bollard's unix and http
-/// transports); others are refused here with what to do instead.
+/// transports, and ssh through `docker system dial-stdio`, `ssh.rs`);
+/// others are refused here with what to do instead.
 fn usable(host: String, from: String) -> Result<String, HostError> {
     if host.starts_with("ssh://") {
-        return Err(HostError::Ssh { host, from });
+        return match super::ssh::Target::parse(&host) {
+            Ok(_) => Ok(host),
+            Err(super::ssh::SshError::Address { problem, .. }) => Err(HostError::Ssh { host, from, problem }),
+            Err(other) => Err(HostError::Ssh { host, from, problem: other.to_string() }),
+        };
     }
     if ["unix://", "tcp://", "http://"].iter().any(|scheme| host.starts_with(scheme)) {
         return Ok(host);
@@ -106,17 +110,18 @@ mod tests {
     }
 
     #[test]
-    fn an_ssh_docker_host_says_plainly_it_is_not_supported_yet_and_what_to_use() {
-        let err = resolve(env_of(vec![("DOCKER_HOST", "ssh://me@box".into())])).unwrap_err().to_string();
-        assert!(err.starts_with("DOCKER_HOST is ssh://me@box: ssh:// engines are not supported yet; "), "{err}");
-        assert!(err.contains("ssh -NL /tmp/docker.sock:/var/run/docker.sock ssh://me@box"), "{err}");
+    fn an_ssh_docker_host_is_an_engine_and_a_malformed_one_is_refused_with_its_fault() {
+        assert_eq!(resolve(env_of(vec![("DOCKER_HOST", "ssh://me@box:2222".into())])).unwrap(), "ssh://me@box:2222");
+        let err = resolve(env_of(vec![("DOCKER_HOST", "ssh://me@box/sock".into())])).unwrap_err().to_string();
+        assert!(err.starts_with("DOCKER_HOST is ssh://me@box/sock, which workroom cannot use: "), "{err}");
+        assert!(err.contains("takes no path"), "{err}");
         assert!(!err.contains("Is the engine running"), "{err}");
     }
 
     #[test]
     fn an_unknown_scheme_is_refused_with_the_ones_we_speak() {
         let err = resolve(env_of(vec![("DOCKER_HOST", "npipe:////./pipe/docker_engine".into())])).unwrap_err();
-        assert!(err.to_string().contains("unix:// or tcp://"), "{err}");
+        assert!(err.to_string().contains("unix://, tcp:// or ssh://"), "{err}");
     }
 
     #[test]
@@ -143,8 +148,7 @@ mod tests {
         std::fs::write(meta.join("meta.json"), r#"{"Name":"remote","Endpoints":{"docker":{"Host":"ssh://me@box"}}}"#)
             .unwrap();
         let home = dir.path().display().to_string();
-        let err = resolve(env_of(vec![("HOME", home.clone())])).unwrap_err().to_string();
-        assert!(err.starts_with("the endpoint of docker context \"remote\" is ssh://me@box: ssh:// engines"), "{err}");
+        assert_eq!(resolve(env_of(vec![("HOME", home.clone())])).unwrap(), "ssh://me@box", "an ssh context's endpoint");
         std::fs::write(meta.join("meta.json"), r#"{"Name":"remote","Endpoints":{"docker":{"Host":"tcp://box:2375"}}}"#)
             .unwrap();
         assert_eq!(resolve(env_of(vec![("HOME", home.clone())])).unwrap(), "tcp://box:2375");

@@ -5,12 +5,14 @@
 //! such as exec into a Kubernetes pod, can stand beside it later. Nothing
 //! outside this folder holds the bollard client: there is no accessor for it.
 
+mod archive;
 pub mod compose;
 mod events;
 mod exec;
 pub mod host;
 mod images;
 mod objects;
+pub mod ssh;
 
 pub use events::events_since;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
@@ -45,6 +47,8 @@ pub enum EngineError {
     Unreachable { host: String, reason: String },
     #[error(transparent)]
     Address(#[from] host::HostError),
+    #[error(transparent)]
+    Ssh(#[from] ssh::SshError),
     #[error("{what} not found")]
     NotFound { what: String },
     #[error("{action}: the engine refused ({status}): {message}")]
@@ -64,6 +68,8 @@ impl EngineError {
 pub struct Engine {
     docker: Docker,
     host: String,
+    /// An ssh:// engine's one ssh connection, closed with the last clone.
+    _ssh: Option<std::sync::Arc<ssh::Master>>,
 }
 
 impl Engine {
@@ -73,10 +79,23 @@ impl Engine {
     pub async fn connect() -> Result<Engine, EngineError> {
         let host = host::resolve(|k| std::env::var(k).ok())?;
         let unreachable = |reason: String| EngineError::Unreachable { host: host.clone(), reason };
-        let docker = Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?;
+        let (docker, ssh) = match host.starts_with("ssh://") {
+            true => {
+                let (docker, master) = ssh::connect(&host, REQUEST_TIMEOUT).await?;
+                (docker, Some(master))
+            }
+            false => (Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?, None),
+        };
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
-        let docker = docker.negotiate_version().await.map_err(|e| unreachable(short_reason(&e)))?;
-        Ok(Engine { docker, host })
+        let docker = match docker.negotiate_version().await {
+            Ok(d) => d,
+            // What the far side said (no docker there) beats hyper's words.
+            Err(e) => match ssh.as_ref().and_then(|m| m.failure()) {
+                Some(why) => return Err(why.into()),
+                None => return Err(unreachable(short_reason(&e))),
+            },
+        };
+        Ok(Engine { docker, host, _ssh: ssh })
     }
 
     pub fn host(&self) -> &str {

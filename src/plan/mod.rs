@@ -15,6 +15,8 @@ pub mod peers;
 pub mod platform;
 pub mod run_args;
 pub mod seccomp;
+pub mod sync;
+pub mod workspace;
 
 #[cfg(test)]
 mod tests;

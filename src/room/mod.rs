@@ -18,8 +18,10 @@ pub mod ready;
 mod reference_markers;
 mod requirements;
 pub mod resolve;
+pub mod sync;
 pub mod up;
 pub mod users;
+pub mod workspace_volume;
 
 use crate::engine::{Engine, EngineError};
 use crate::plan::labels;

@@ -98,6 +98,14 @@ pub async fn group_rooms(engine: &Engine, names: &Names) -> Result<Vec<Container
     engine.list(&filters).await
 }
 
+/// The anchor's one-file image, imported if missing: also what the
+/// workspace probe (`workspace_volume.rs`) makes its throwaway container
+/// from, since it is on every engine workroom has used, without a registry.
+pub(super) async fn daemon_image(engine: &Engine, scope: Option<&str>) -> anyhow::Result<String> {
+    let daemon = daemon::for_engine(engine).await?;
+    ensure_anchor_image(engine, scope, &daemon.bytes, &daemon.digest()).await
+}
+
 /// A one-file image: the daemon at its room path, nothing else. Imported,
 /// never pulled, tagged with the daemon's digest.
 async fn ensure_anchor_image(

@@ -152,6 +152,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         shape: RoomShape { nested: settings.nested, network: settings.network },
         refuse_metadata_privileged: !settings.metadata_privileged,
         lock: flags.lock,
+        workspace: settings.workspace,
     }
 }
 
@@ -256,6 +257,7 @@ mod tests {
             metadata_privileged: true,
             history_lines: None,
             history_bytes: None,
+            workspace: Default::default(),
         }
     }
 

@@ -46,6 +46,8 @@ pub struct UpOptions {
     pub refuse_metadata_privileged: bool,
     /// `--frozen-lockfile` / `--no-lockfile`.
     pub lock: crate::features::LockMode,
+    /// How a new room gets the workspace (settings and `--workspace`).
+    pub workspace: crate::settings::WorkspaceMode,
 }
 
 #[derive(Debug, Clone)]
@@ -57,6 +59,8 @@ pub struct UpResult {
     pub created: bool,
     /// The platform of the room's daemon (`linux/arm64`), from its label.
     pub platform: String,
+    /// How the room got its workspace (bound, or in a volume), from its labels.
+    pub workspace: crate::plan::workspace::Decision,
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
@@ -112,6 +116,10 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
             // started, below); the rest of `up` is the same for every room.
             None => match match &loaded.model.source {
                 crate::config::Source::Compose(compose) => {
+                    if options.workspace == crate::settings::WorkspaceMode::Volume {
+                        let folder = loaded.workspace.local_folder.display().to_string();
+                        return Err(super::workspace_volume::WorkspaceError::Compose { folder }.into());
+                    }
                     super::compose::create_room(engine, loaded, compose, &name, options, scope.as_deref()).await?
                 }
                 _ => create_room(engine, loaded, &name, options, scope.as_deref()).await?,
@@ -155,6 +163,9 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         remote_workspace_folder: loaded.workspace.folder.clone(),
         created,
         platform: platform.clone(),
+        workspace: crate::plan::workspace::Decision::of_labels(
+            container.config.as_ref().and_then(|c| c.labels.as_ref()),
+        ),
     };
     // The fast path: running, hooks recorded done for this start, and no
     // postAttach to run: nothing is due, so no link to the daemon is needed.
@@ -325,6 +336,9 @@ async fn create_room(
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
     create::check(loaded)?;
+    // Before anything of the room's is made: whether the engine sees the
+    // workspace folder, or the workspace goes into a volume.
+    let workspace = super::workspace_volume::decide(engine, loaded, name, options.workspace).await?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag).await?;
     let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock).await?;
     // Before anything is made for the room: a platform we carry no daemon
@@ -341,6 +355,17 @@ async fn create_room(
     let RoomPlan { mut plan, metadata, peers: peer_setup } =
         room_plan(engine, loaded, name, options, scope, &image, &facts).await?;
     plan.body.labels.get_or_insert_with(Default::default).insert(PLATFORM_LABEL.into(), daemon.arch.platform().into());
+    crate::plan::workspace::label(&mut plan, &workspace);
+    let workspace_target = super::workspace_volume::workspace_mount(loaded).map(|m| m.target).unwrap_or_default();
+    if let Some(volume) = &workspace.volume {
+        // The peer registry is a folder of this host too: on the engine, a
+        // volume of the group's stands in for it.
+        let registry = peer_setup.as_ref().map(|p| (p.join.registry.clone(), format!("{}-registry", p.names.volume)));
+        let registry = registry.as_ref().map(|(f, v)| (f.as_str(), v.as_str()));
+        for w in crate::plan::workspace::into_volume(&mut plan, &workspace_target, volume, registry) {
+            eprintln!("warning: {name}: {w}");
+        }
+    }
     let upload_folder = plan.upload_folder();
     let tar = daemon::upload_tar_into(&daemon.bytes, workroomd::room::DAEMON_PATH, upload_folder)
         .context("pack the daemon for upload")?;
@@ -358,6 +383,21 @@ async fn create_room(
     // Held until the room has started (or is removed again): a waiter that
     // can take it knows this `up` died and takes the room over.
     let _creator = wait_for_creator_lock(name).await?;
+    // Made here, after `volumes_before`, so a refused `up` removes a volume
+    // it made; one that was there (a room removed without `--volumes`) is
+    // the room's truth, kept as it is.
+    let fresh_volume = match &workspace.volume {
+        Some(volume) => {
+            let fresh = super::workspace_volume::ensure_volume(engine, volume, name, loaded).await?;
+            if !fresh {
+                eprintln!(
+                    "{name}: the workspace volume {volume} exists and is kept as it is (`workroom sync push` sends local edits)"
+                );
+            }
+            fresh
+        }
+        None => false,
+    };
     let deadline = Instant::now() + PEER_CREATE_WAIT;
     let mut pause = Duration::from_millis(10);
     let id = loop {
@@ -377,6 +417,17 @@ async fn create_room(
         pause = (pause * 2).min(Duration::from_millis(200));
     };
     let prepared = async {
+        if fresh_volume {
+            let folder = &loaded.workspace.local_folder;
+            let (files, git) = super::workspace_volume::files_of(folder)?;
+            let volume = workspace.volume.as_deref().unwrap_or_default();
+            let how = if git { "as .gitignore keeps it" } else { "every file" };
+            let label = format!("uploading the workspace into {volume} ({how})");
+            super::workspace_volume::upload(engine, &id, folder, &workspace_target, files.clone(), &label).await?;
+            if let Err(e) = super::sync::record_upload(name, folder, &files) {
+                eprintln!("warning: {name}: `workroom sync` will take every file as changed: {e:#}");
+            }
+        }
         engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
         engine.start(&id).await.map_err(|e| blamed(loaded, e))?;
         started(engine, loaded, &metadata, &id, name).await

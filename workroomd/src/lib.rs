@@ -12,6 +12,8 @@
 //!   read by the daemon's `agents` job and printed by the host.
 //! - [`atomic`]: a file replaced whole (a unique temporary name, then a
 //!   rename), for the daemon's state and the host's.
+//! - [`files`]: a folder's files as `workroom sync` compares them, written
+//!   by the daemon's `files` job.
 //! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
 //! - [`tty`] (feature `tty`): our side of a terminal (raw mode, window size,
@@ -24,6 +26,7 @@
 
 pub mod agents;
 pub mod atomic;
+pub mod files;
 pub mod pipe;
 pub mod proto;
 #[cfg(feature = "term")]

@@ -9,6 +9,7 @@
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
 //! - `update-uid USER UID GID`: give the remote user the host's ids.
 //! - `git-credential get|store|erase`: git's credential helper, asking the host.
+//! - `files ROOT [--skip PATH]...` / `files ROOT --remove PATH...`: a folder's files for `workroom sync`.
 //! - `agents REGISTRY`: the live agent sessions of this room, as JSON (for `workroom agents`).
 //! - `attach PANE [--create] [--detach-keys KEYS] [--size ROWSxCOLS]`: a terminal on a pane.
 //! - `check-handoff`: reads a hand-off table on stdin; says whether this binary can take it over.
@@ -20,6 +21,7 @@ mod attach;
 mod bootid;
 mod credentials;
 mod entrypoints;
+mod filelist;
 mod forward;
 mod handoff;
 mod jobs;
@@ -57,6 +59,7 @@ fn main() {
         Some("update-uid") => jobs::update_uid(&args[1..]),
         Some("git-credential") => credentials::helper(&args[1..]),
         Some("agents") => sessions::run(&args[1..]),
+        Some("files") => filelist::run(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0
