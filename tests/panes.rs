@@ -433,17 +433,25 @@ fn a_passwd_shell_missing_from_the_image_falls_back_to_sh_with_a_note() {
 #[test]
 fn a_pane_and_exec_t_get_the_clients_term_and_a_utf8_locale_the_image_has() {
     let ws = Workspace::image(DEBIAN);
-    let env = [("TERM", "screen-256color"), ("LANG", "xx_YY.UTF-8"), ("COLORTERM", "truecolor")];
+    // LC_MESSAGES names a locale the image has (glibc's spelling of C.UTF-8).
+    let env =
+        [("TERM", "screen-256color"), ("LANG", "xx_YY.UTF-8"), ("LC_MESSAGES", "C.utf8"), ("COLORTERM", "truecolor")];
     let mut term = Term::spawn_with_env(workroom_bin(), &["shell", "--workspace-folder", &ws.folder()], 24, 80, &env);
     // The image has no xx_YY locale but has C.UTF-8; bash then prints é.
-    term.send(b"echo \"<$TERM|$LANG|$COLORTERM>\"; printf 'x\\u00e9x\\n'\r");
-    term.expect("<screen-256color|C.UTF-8|truecolor>", GUARD);
+    term.send(b"echo \"<$TERM|$LANG|$LC_MESSAGES|$COLORTERM>\"; printf 'x\\u00e9x\\n'\r");
+    term.expect("<screen-256color|C.UTF-8|C.utf8|truecolor>", GUARD);
     term.expect("x\u{e9}x", GUARD);
-    let args = ["exec", "--workspace-folder", &ws.folder(), "-t", "--", "sh", "-c", "echo \"<$TERM>\""];
+    // `exec -t` gets the same TERM and locale, and its bash prints é too.
+    let show = "echo \"<$TERM|$LANG|$LC_MESSAGES|$COLORTERM>\"; printf 'y\\u00e9y\\n'";
+    let args = ["exec", "--workspace-folder", &ws.folder(), "-t", "--", "bash", "-c", show];
     let mut exec = Term::spawn_with_env(workroom_bin(), &args, 24, 80, &env);
     // Its end is not awaited: `exec -t` returning when the command ends
     // whatever stdin is belongs to the exec issue.
-    exec.expect("<screen-256color>", GUARD);
+    exec.expect("<screen-256color|C.UTF-8|C.utf8|truecolor>", GUARD);
+    exec.expect("y\u{e9}y", GUARD);
+    // Without -t nothing is chosen: a pipe is not a terminal.
+    let plain = ws.workroom(&["exec", "--", "sh", "-c", "echo \"<${LANG-unset}>\""]);
+    assert_eq!(stdout(&plain), "<unset>\n");
 }
 
 #[test]

@@ -56,6 +56,7 @@ fn main() {
         Some("update-uid") => jobs::update_uid(&args[1..]),
         Some("git-credential") => credentials::helper(&args[1..]),
         Some("agents") => sessions::run(&args[1..]),
+        Some("locale") => locale::job(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0
