@@ -233,6 +233,45 @@ fn a_client_too_slow_for_its_bound_gets_a_marker_and_the_history_keeps_what_it_s
 }
 
 #[test]
+fn at_the_default_history_a_skipped_slow_client_is_told_how_many_lines_are_still_there_and_how_many_are_gone() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"cd /; echo $((1+1))ready\r");
+    term.expect("2ready", GUARD);
+    let before = term.bytes().len();
+    term.pause();
+    term.send(b"seq 1 5000000; echo slow-$((6*7))done\r");
+    let waited = ws.workroom(&["wait", "--for", "(?m)^slow-42done", "--timeout", "600"]);
+    assert!(waited.status.success(), "wait: {}", stderr(&waited));
+    term.resume();
+    let said = term.expect(" lines before are gone]", GUARD);
+    term.expect("slow-42done", GUARD);
+    let marker = &said[said.rfind("[workroom: ").expect("the marker")..];
+    // "[workroom: 38.1 MiB skipped; the history holds the last K lines of it, the G lines before are gone]"
+    let count = |after: &str| -> u64 {
+        let rest = &marker[marker.find(after).unwrap_or_else(|| panic!("{after:?} in {marker:?}")) + after.len()..];
+        rest.split(' ').next().unwrap().parse().unwrap_or_else(|e| panic!("{marker:?}: {e}"))
+    };
+    let (kept, gone) = (count("holds the last "), count("of it, the "));
+    let bytes = term.bytes()[before..].to_vec();
+    let at = String::from_utf8_lossy(&bytes).find("[workroom: ").unwrap();
+    let shown = *numbers(&bytes[..at]).last().expect("lines before the marker");
+    assert!(kept <= 10_000, "the default history holds 10,000 lines: {marker}");
+    assert!(gone > 0, "{marker}");
+    // What scrolled by while skipped is what was not shown, give or take
+    // the screen the client had been shown and the one it is repainted.
+    let skipped_lines = 5_000_000 - shown;
+    assert!((kept + gone).abs_diff(skipped_lines) <= 2 * 24 + 2, "{marker}, {skipped_lines} lines not shown");
+    // And the history holds what the marker says: the last lines, in order.
+    let captured = ws.workroom(&["capture"]);
+    assert!(captured.status.success(), "capture: {}", stderr(&captured));
+    let held = numbers(&captured.stdout);
+    let first = *held.first().unwrap();
+    assert_counts_up(&held, first, 5_000_000, "the pane's history and screen");
+    assert!((held.len() as u64).abs_diff(kept) <= 24, "{} lines captured, {marker}", held.len());
+}
+
+#[test]
 fn after_a_reattach_line_one_of_a_ten_thousand_line_history_is_still_there() {
     let ws = Workspace::image(BUSYBOX);
     let mut term = shell(&ws, 24, 80);
@@ -394,17 +433,25 @@ fn a_passwd_shell_missing_from_the_image_falls_back_to_sh_with_a_note() {
 #[test]
 fn a_pane_and_exec_t_get_the_clients_term_and_a_utf8_locale_the_image_has() {
     let ws = Workspace::image(DEBIAN);
-    let env = [("TERM", "screen-256color"), ("LANG", "xx_YY.UTF-8"), ("COLORTERM", "truecolor")];
+    // LC_MESSAGES names a locale the image has (glibc's spelling of C.UTF-8).
+    let env =
+        [("TERM", "screen-256color"), ("LANG", "xx_YY.UTF-8"), ("LC_MESSAGES", "C.utf8"), ("COLORTERM", "truecolor")];
     let mut term = Term::spawn_with_env(workroom_bin(), &["shell", "--workspace-folder", &ws.folder()], 24, 80, &env);
     // The image has no xx_YY locale but has C.UTF-8; bash then prints é.
-    term.send(b"echo \"<$TERM|$LANG|$COLORTERM>\"; printf 'x\\u00e9x\\n'\r");
-    term.expect("<screen-256color|C.UTF-8|truecolor>", GUARD);
+    term.send(b"echo \"<$TERM|$LANG|$LC_MESSAGES|$COLORTERM>\"; printf 'x\\u00e9x\\n'\r");
+    term.expect("<screen-256color|C.UTF-8|C.utf8|truecolor>", GUARD);
     term.expect("x\u{e9}x", GUARD);
-    let args = ["exec", "--workspace-folder", &ws.folder(), "-t", "--", "sh", "-c", "echo \"<$TERM>\""];
+    // `exec -t` gets the same TERM and locale, and its bash prints é too.
+    let show = "echo \"<$TERM|$LANG|$LC_MESSAGES|$COLORTERM>\"; printf 'y\\u00e9y\\n'";
+    let args = ["exec", "--workspace-folder", &ws.folder(), "-t", "--", "bash", "-c", show];
     let mut exec = Term::spawn_with_env(workroom_bin(), &args, 24, 80, &env);
     // Its end is not awaited: `exec -t` returning when the command ends
     // whatever stdin is belongs to the exec issue.
-    exec.expect("<screen-256color>", GUARD);
+    exec.expect("<screen-256color|C.UTF-8|C.utf8|truecolor>", GUARD);
+    exec.expect("y\u{e9}y", GUARD);
+    // Without -t nothing is chosen: a pipe is not a terminal.
+    let plain = ws.workroom(&["exec", "--", "sh", "-c", "echo \"<${LANG-unset}>\""]);
+    assert_eq!(stdout(&plain), "<unset>\n");
 }
 
 #[test]

@@ -67,6 +67,9 @@ async fn prepare_and_run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyho
     if tty {
         // One TERM for panes and `exec -t`: this terminal's (docker would say `xterm`).
         ctx.env = super::shell_cmd::terminal_env(std::mem::take(&mut ctx.env), |n| std::env::var(n).ok());
+        for (name, value) in room_locale(&engine, &room, &ctx.env).await {
+            ctx.env.entry(name).or_insert(value);
+        }
     }
     let spec = ExecSpec {
         argv,
@@ -80,6 +83,44 @@ async fn prepare_and_run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyho
         detach_keys: None,
     };
     run_exec(&engine, &room, &spec).await
+}
+
+/// How long `exec -t` waits for the room to choose its locale: the daemon
+/// binary answers in a few milliseconds after the exec starts; past this
+/// the command runs without one rather than wait on a stuck engine.
+const LOCALE_WAIT: Duration = Duration::from_secs(5);
+
+/// The `LANG`/`LC_*` for a terminal command, as a pane gets them: this
+/// host's when the room has that locale, else `C.UTF-8` where its C library
+/// provides it. Only the room can tell, so its daemon binary chooses (one
+/// short exec, paid by `-t` alone); a daemon too old for that, or any
+/// failure, gives none, as before.
+async fn room_locale(
+    engine: &Engine,
+    room: &Room,
+    env: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut argv = vec![workroomd::room::DAEMON_PATH.to_string(), "locale".to_string()];
+    for name in env.keys().filter(|k| *k == "LANG" || k.starts_with("LC_")) {
+        argv.extend(["--keep".to_string(), name.clone()]);
+    }
+    argv.extend(super::shell_cmd::host_locale().into_iter().map(|(k, v)| format!("{k}={v}")));
+    let spec =
+        ExecSpec { argv, user: None, env: Vec::new(), workdir: None, tty: false, stdin: false, detach_keys: None };
+    let asked = async {
+        let mut stream = engine.exec(&room.id, &spec).await.ok()?;
+        let mut out = Vec::new();
+        stream.output.read_to_end(&mut out).await.ok()?;
+        let code = engine.exec_exit_code(&stream.id).await.ok()??;
+        (code == 0).then_some(out)
+    };
+    let Ok(Some(out)) = tokio::time::timeout(LOCALE_WAIT, asked).await else { return Default::default() };
+    String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| *k == "LANG" || k.starts_with("LC_"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Runs `spec` in `room` with our stdio attached; the status to exit with.

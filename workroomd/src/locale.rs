@@ -119,6 +119,37 @@ pub fn choose(
     chosen
 }
 
+/// `workroomd locale [--keep NAME]… [NAME=VALUE]…`: the locale variables
+/// for `exec -t`, chosen here as for a pane, since only the room can see
+/// its locales; one `NAME=VALUE` a line. `NAME=VALUE` are the client's;
+/// `--keep` names what the configuration sets itself; what the image sets
+/// is this process's own env (an exec inherits the container's).
+pub fn job(args: &[String]) -> i32 {
+    let mut client = BTreeMap::new();
+    let mut keep = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--keep" {
+            let Some(name) = it.next() else {
+                eprintln!("workroomd locale: --keep needs a name");
+                return 2;
+            };
+            keep.push(name.clone());
+        } else if let Some((name, value)) = arg.split_once('=') {
+            client.insert(name.to_string(), value.to_string());
+        } else {
+            eprintln!("workroomd locale: {arg:?} is neither NAME=VALUE nor --keep NAME");
+            return 2;
+        }
+    }
+    let libc = image_libc();
+    let kept = |name: &str| keep.iter().any(|k| k == name) || std::env::var_os(name).is_some();
+    for (name, value) in choose(&client, kept, |n| available(libc, n)) {
+        println!("{name}={value}");
+    }
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,6 +60,7 @@ fn main() {
         Some("git-credential") => credentials::helper(&args[1..]),
         Some("agents") => sessions::run(&args[1..]),
         Some("files") => filelist::run(&args[1..]),
+        Some("locale") => locale::job(&args[1..]),
         Some("version" | "--version") => {
             println!("workroomd {}", workroomd::VERSION);
             0

@@ -12,9 +12,10 @@
 //! watcher, nor one watcher by another); each client's task sends its queue
 //! on at the pace its link allows. A client whose queue passes
 //! [`CLIENT_BOUND`] stops receiving: the bytes are counted as skipped
-//! (they stay in the model and its history), and once its queue has
-//! drained it gets a marker line saying how much was skipped and a paint of
-//! the screen as it is then. Queues and the model change under one lock,
+//! (they stay in the model, and its history as far as it holds them), and
+//! once its queue has drained it gets a marker line saying how much was
+//! skipped and how many of those lines the history still holds, and a
+//! paint of the screen as it is then. Queues and the model change under one lock,
 //! so a paint is exactly the state before the next queued chunk.
 //!
 //! The window size follows the latest client (tmux's `window-size
@@ -106,6 +107,10 @@ struct Client {
     queue: VecDeque<Arc<[u8]>>,
     queued: usize,
     skipped: u64,
+    /// The history's line count when the skip began: the marker says how
+    /// many of the lines that scrolled into it since are still there (it may
+    /// count up to a screen the client was shown before the skip).
+    skip_from: u64,
     wake: Arc<Notify>,
 }
 
@@ -232,6 +237,7 @@ impl Pane {
 
     fn output(&self, bytes: &[u8]) {
         let mut inner = self.lock();
+        let pushed = inner.term.history_pushed();
         inner.term.feed(bytes);
         inner.dirty = true;
         let chunk: Arc<[u8]> = Arc::from(bytes);
@@ -240,6 +246,7 @@ impl Pane {
                 c.skipped += bytes.len() as u64;
             } else if c.queued + bytes.len() > CLIENT_BOUND {
                 c.skipped = bytes.len() as u64;
+                c.skip_from = pushed;
             } else {
                 c.queue.push_back(chunk.clone());
                 c.queued += bytes.len();
@@ -270,6 +277,7 @@ impl Pane {
             queue: VecDeque::new(),
             queued: 0,
             skipped: 0,
+            skip_from: 0,
             wake: wake.clone(),
         });
         let _ = self.apply_latest(&mut inner);
@@ -297,7 +305,8 @@ impl Pane {
         }
         if c.skipped > 0 {
             let skipped = std::mem::take(&mut c.skipped);
-            return Some(Next::Resync(inner.term.paint(Paint::Resync { skipped })));
+            let lines = inner.term.history_pushed() - c.skip_from;
+            return Some(Next::Resync(inner.term.paint(Paint::Resync { skipped, lines })));
         }
         inner.ended.map(Next::Ended)
     }

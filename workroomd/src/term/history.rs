@@ -50,11 +50,19 @@ pub struct History {
     ring: VecDeque<u8>,
     lines: usize,
     limits: Limits,
+    /// Lines ever offered, kept or not: a client skipped from one count to
+    /// another can tell how many of the lines it missed are still here.
+    pushed: u64,
 }
 
 impl History {
     pub fn new(limits: Limits) -> History {
-        History { ring: VecDeque::new(), lines: 0, limits }
+        History { ring: VecDeque::new(), lines: 0, limits, pushed: 0 }
+    }
+
+    /// Lines offered so far (see `pushed`); never goes back.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
     }
 
     pub fn lines(&self) -> usize {
@@ -73,6 +81,7 @@ impl History {
     /// Appends one line (no terminator inside); drops the oldest lines to
     /// stay within the limits. A line longer than the byte cap is cut.
     pub fn push(&mut self, line: &[u8], wrapped: bool) {
+        self.pushed += 1;
         if self.limits.lines == 0 || self.limits.bytes < 2 {
             return;
         }

@@ -39,8 +39,9 @@ pub enum Paint {
     /// painted in place, so its scrollback does not get the screen twice.
     Attach { history: bool },
     /// A client that fell behind its bound and was skipped `skipped`
-    /// bytes: a marker line, then the screen.
-    Resync { skipped: u64 },
+    /// bytes, while `lines` lines scrolled into the history: a marker line
+    /// that says how many of them the history still holds, then the screen.
+    Resync { skipped: u64, lines: u64 },
 }
 
 impl Terminal {
@@ -63,6 +64,11 @@ impl Terminal {
 
     pub fn history_lines(&self) -> usize {
         self.screen.history.lines()
+    }
+
+    /// Lines that ever scrolled into the history, kept or not.
+    pub fn history_pushed(&self) -> u64 {
+        self.screen.history.pushed()
     }
 
     pub fn history_bytes(&self) -> usize {
@@ -100,12 +106,25 @@ impl Terminal {
         // Cursor hidden while painting, so it does not flicker across.
         out.extend_from_slice(b"\x1b[?25l\x1b[0m");
         match how {
-            Paint::Resync { skipped } => {
+            Paint::Resync { skipped, lines } => {
                 // CAN ends any escape the skipped bytes cut in half; leave an
                 // alternate screen without restoring a cursor, so the marker
                 // and the rows go to the normal screen's scrollback.
                 out.extend_from_slice(b"\x18\x1b[0m\x1b[r\x1b[?6l\x1b[?1047l\r\n");
-                let _ = write!(out, "[workroom: {} skipped; they are in the history]\r\n", human_bytes(skipped));
+                let _ = write!(out, "[workroom: {} skipped; ", human_bytes(skipped));
+                // What the history dropped is said, not claimed kept: at the
+                // default 10,000 lines a flood overruns it long before a
+                // client's bound does.
+                let kept = lines.min(s.history.lines() as u64);
+                if kept == lines {
+                    let _ = write!(out, "they are in the history]\r\n");
+                } else {
+                    let _ = write!(
+                        out,
+                        "the history holds the last {kept} lines of it, the {} lines before are gone]\r\n",
+                        lines - kept
+                    );
+                }
             }
             Paint::Attach { history: true } => {
                 s.history.for_each(None, |line, _| {
@@ -351,7 +370,7 @@ mod tests {
     #[test]
     fn a_resync_says_how_much_was_skipped_and_paints_the_screen() {
         let t = fed(5, 20, b"one\r\ntwo");
-        let paint = t.paint(Paint::Resync { skipped: 1_300_000 });
+        let paint = t.paint(Paint::Resync { skipped: 1_300_000, lines: 0 });
         let text = String::from_utf8_lossy(&paint);
         assert!(text.contains("[workroom: 1.2 MiB skipped; they are in the history]"), "{text}");
         let mut client = fed(5, 20, b"\x1b[?1049h\x1b[31mhalf an esc\x1b[1");
@@ -359,6 +378,21 @@ mod tests {
         assert!(!client.alternate_screen());
         assert!(client.text().ends_with("one\ntwo\n"), "{}", client.text());
         assert_eq!(client.cursor(), t.cursor());
+    }
+
+    #[test]
+    fn a_resync_past_what_the_history_holds_says_how_many_lines_are_gone() {
+        let mut t = Terminal::new(5, 20, Limits::new(100, 0));
+        t.feed(&seq(1, 1000));
+        let lines = t.history_pushed();
+        assert_eq!(lines, 1000 - 4, "the lines that scrolled off, kept or not");
+        let text = String::from_utf8_lossy(&t.paint(Paint::Resync { skipped: 3_000, lines: 500 })).into_owned();
+        assert!(
+            text.contains("[workroom: 2.9 KiB skipped; the history holds the last 100 lines of it, the 400 lines before are gone]"),
+            "{text}"
+        );
+        let text = String::from_utf8_lossy(&t.paint(Paint::Resync { skipped: 300, lines: 100 })).into_owned();
+        assert!(text.contains("[workroom: 300 bytes skipped; they are in the history]"), "{text}");
     }
 
     #[test]
