@@ -135,25 +135,18 @@ async fn with_config_entry(
     if let Some(found) = engine.inspect_image(&tag).await? {
         return Ok((tag, found));
     }
-    let options = BuildImageOptions {
+    let request = BuildRequest {
+        context: tar,
         dockerfile: "Dockerfile".into(),
-        t: Some(tag.clone()),
-        rm: true,
-        forcerm: true,
-        labels: Some(HashMap::from([
+        tag: tag.clone(),
+        labels: HashMap::from([
             (metadata::LABEL.to_string(), label.clone()),
             (KEY_LABEL.to_string(), key.to_string()),
             (ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
-        ])),
+        ]),
         ..Default::default()
     };
-    let mut stream = engine.docker().build_image(options, None, Some(bollard::body_full(tar.into())));
-    while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| DerivedImageError::Build { reason: root_cause(&e) })?;
-        if let Some(reason) = info.error_detail.and_then(|d| d.message) {
-            return Err(DerivedImageError::Build { reason });
-        }
-    }
+    engine.build_image(request, |_| {}).await.map_err(|failed| DerivedImageError::Build { reason: failed.reason })?;
     let found = engine.inspect_image(&tag).await?.ok_or_else(|| DerivedImageError::Build {
         reason: format!("the label build finished but {tag} is not there"),
     })?;
