@@ -12,6 +12,7 @@ pub mod engine;
 pub mod features;
 pub mod forward;
 pub mod link;
+pub mod logs;
 pub mod output;
 pub mod plan;
 pub mod progress;
