@@ -2,9 +2,33 @@
 //!
 //! # Layout
 //!
-//! The host CLI is a pipeline; a reader finds each decision in one guess:
-//! - `config`: find, parse and substitute devcontainer.json (pure, no Docker).
-//! - `cli`: command-line parsing and the commands.
+//! The host CLI is a pipeline, `config → plan → engine edge → link`, with
+//! the sequences that walk it in `room` and the commands on top in `cli`.
+//! Layering is one-way: `cli → room → plan/engine/link → config`; nothing
+//! below `cli` imports it. A reader finds each decision in one guess:
+//! - [`config`]: find, parse and substitute devcontainer.json into the typed
+//!   model (pure but for reading the file).
+//! - [`settings`]: workroom's own settings (`config.toml`, `.workroom.toml`,
+//!   `customizations.workroom`), with the command line's flags over them.
+//! - [`features`]: Dev Container Features: what `features` names, fetched,
+//!   cached, locked and ordered; the derived image's recipe.
+//! - [`plan`]: pure decisions: the room's name, labels, create request,
+//!   image metadata merge, compose override. Table tests, no I/O.
+//! - [`engine`]: the edge: every Docker Engine API call (bollard) and the
+//!   compose program; nothing else holds the client.
+//! - [`link`]: the host end of the daemon protocol, over `docker exec -i …
+//!   workroomd relay`.
+//! - [`forward`]: the background forwarder: ports, ssh-agent and git
+//!   credentials carried on one link, and its state files.
+//! - [`room`]: sequences over the above: resolve the room a command means,
+//!   `up` (image, create, upload, start, hooks), compose rooms, hand-off.
+//! - [`cli`]: clap commands; each validates its arguments and runs.
+//! - [`output`]: stdout without a panic on a closed pipe; [`progress`]:
+//!   what a person sees on stderr while `up` pulls and builds; [`logs`]:
+//!   `WORKROOM_LOG`'s diagnostic lines, apart from both.
+//!
+//! The daemon and the wire protocol both sides speak live in the
+//! `workroomd` crate (its `lib.rs` has their layout).
 
 pub mod cli;
 pub mod config;
@@ -12,6 +36,7 @@ pub mod engine;
 pub mod features;
 pub mod forward;
 pub mod link;
+pub mod logs;
 pub mod output;
 pub mod plan;
 pub mod progress;

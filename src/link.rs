@@ -44,7 +44,6 @@ impl RoomLinkError {
 pub struct RoomLink {
     room: String,
     link: Link,
-    daemon: Hello,
 }
 
 impl RoomLink {
@@ -61,7 +60,9 @@ impl RoomLink {
         let mut stderr = exec.output.take_stderr();
         let ours = Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").to_string(), role: Role::Host };
         match Link::handshake_with(exec.output, exec.input, ours).await {
-            Ok((link, daemon)) => Ok(RoomLink { room, link, daemon }),
+            // The daemon's hello was checked by the handshake; nothing else
+            // of it is needed on the host.
+            Ok((link, _daemon)) => Ok(RoomLink { room, link }),
             Err(e @ LinkError::ProtocolMismatch { .. }) => Err(RoomLinkError::Link { room, source: e }),
             Err(e) => {
                 // The relay says why on stderr, or the engine could not run it.
@@ -79,10 +80,6 @@ impl RoomLink {
                 }
             }
         }
-    }
-
-    pub fn daemon_version(&self) -> &str {
-        &self.daemon.version
     }
 
     /// The protocol link itself (tests and benchmarks open streams on it).

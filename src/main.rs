@@ -4,6 +4,7 @@ use workroom::{cli, output::BrokenPipe};
 
 fn main() -> ExitCode {
     let args = cli::Args::parse();
+    workroom::logs::init();
     match cli::run(args) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) if e.is::<BrokenPipe>() => ExitCode::SUCCESS,

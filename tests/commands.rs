@@ -138,3 +138,32 @@ fn every_command_that_takes_a_room_finds_it_by_its_name_without_the_workroom_pre
     assert!(out.status.success(), "stop NAME: {}", stderr(&out));
     assert_eq!(docker_ok(&["inspect", "-f", "{{.State.Running}}", &name]), "false", "stop stopped {name}");
 }
+
+/// `WORKROOM_LOG=debug` shows each Engine API call `up` makes, with the
+/// room's name and the time it took; without it, stderr holds only what a
+/// person is told, and no log line.
+#[test]
+fn workroom_log_debug_shows_the_engine_calls_of_up_with_their_times_and_is_silent_unset() {
+    let ws = Workspace::image(BUSYBOX);
+    let name = ws.room_name();
+    let mut cmd = ws.command(&["up"]);
+    cmd.env("WORKROOM_LOG", "debug");
+    let out = output_within(cmd, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    let calls: Vec<&str> = said.lines().filter(|l| l.contains("DEBUG workroom::engine:")).collect();
+    for call in ["inspect_container", "create_container", "upload_to_container", "start_container", "create_exec"] {
+        let line = calls.iter().find(|l| l.contains(&format!("call={call} ")));
+        let line = line.unwrap_or_else(|| panic!("no {call} line in:\n{said}"));
+        assert!(line.contains("elapsed_ms="), "{line}");
+    }
+    assert!(calls.iter().any(|l| l.contains(&name)), "a call names the room {name}:\n{said}");
+
+    // Again, unset: the fast path's calls happen, and nothing is logged.
+    let mut cmd = ws.command(&["up"]);
+    cmd.env_remove("WORKROOM_LOG");
+    let out = output_within(cmd, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(!said.contains("workroom::engine") && !said.contains("elapsed_ms"), "log lines unasked:\n{said}");
+}

@@ -96,15 +96,13 @@ impl Engine {
             ..Default::default()
         };
         let what = format!("container {container}");
-        let created = self
-            .docker
-            .create_exec(container, options)
+        let created = super::logged("create_exec", container, self.docker.create_exec(container, options))
             .await
             .map_err(|e| self.map(format!("exec in {container}"), what.clone(), e))?;
         // A larger read buffer than bollard's 8 KiB default: the daemon link
         // carries bulk data and fewer, larger reads cost less.
         let start = StartExecOptions { detach: false, tty: spec.tty, output_capacity: Some(256 * 1024) };
-        match self.docker.start_exec(&created.id, Some(start)).await {
+        match super::logged("start_exec", container, self.docker.start_exec(&created.id, Some(start))).await {
             Ok(StartExecResults::Attached { output, input }) => Ok(ExecStream {
                 id: created.id,
                 output: ExecOutput { stream: output, pending: bytes::Bytes::new(), stderr: None },
@@ -117,9 +115,7 @@ impl Engine {
 
     /// The exit code of a finished exec (`None` while it still runs).
     pub async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>, EngineError> {
-        let inspect = self
-            .docker
-            .inspect_exec(exec_id)
+        let inspect = super::logged("inspect_exec", exec_id, self.docker.inspect_exec(exec_id))
             .await
             .map_err(|e| self.map(format!("inspect exec {exec_id}"), format!("exec {exec_id}"), e))?;
         Ok(if inspect.running == Some(true) { None } else { inspect.exit_code })

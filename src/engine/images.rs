@@ -53,11 +53,11 @@ pub enum LogChunk {
 impl Engine {
     /// Pulls `image`, calling `progress` with each report; returns when the
     /// engine says the pull is over.
-    pub async fn pull_image(
-        &self,
-        image: &str,
-        mut progress: impl FnMut(PullProgress<'_>),
-    ) -> Result<(), StreamFailed> {
+    pub async fn pull_image(&self, image: &str, progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
+        super::logged("pull_image", image, self.pull(image, progress)).await
+    }
+
+    async fn pull(&self, image: &str, mut progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
         let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
         let mut stream = self.docker.create_image(Some(options), None, None);
         while let Some(item) = stream.next().await {
@@ -77,7 +77,12 @@ impl Engine {
     /// Builds an image, calling `output` with each piece of the builder's
     /// text (lines may be split across pieces); returns when the build is
     /// over.
-    pub async fn build_image(&self, request: BuildRequest, mut output: impl FnMut(&str)) -> Result<(), StreamFailed> {
+    pub async fn build_image(&self, request: BuildRequest, output: impl FnMut(&str)) -> Result<(), StreamFailed> {
+        let tag = request.tag.clone();
+        super::logged("build_image", &tag, self.build(request, output)).await
+    }
+
+    async fn build(&self, request: BuildRequest, mut output: impl FnMut(&str)) -> Result<(), StreamFailed> {
         let options = BuildImageOptions {
             dockerfile: request.dockerfile,
             t: Some(request.tag),
@@ -106,8 +111,7 @@ impl Engine {
     /// parents' pruning to the engine (as `docker rmi` does).
     pub async fn remove_image(&self, id: &str) -> Result<(), EngineError> {
         let options = RemoveImageOptions { force: false, noprune: false, platforms: None };
-        self.docker
-            .remove_image(id, Some(options), None)
+        super::logged("remove_image", id, self.docker.remove_image(id, Some(options), None))
             .await
             .map(|_| ())
             .map_err(|e| self.map(format!("remove image {id}"), format!("image {id}"), e))

@@ -63,6 +63,21 @@ impl EngineError {
     }
 }
 
+/// Runs one Engine API call and logs it at debug (`WORKROOM_LOG=debug`):
+/// what was asked, of which room, image or volume (`name`), how long it
+/// took and whether it worked. One place, so no call goes unlogged.
+pub(crate) async fn logged<T, E>(
+    call: &'static str,
+    name: &str,
+    request: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let began = std::time::Instant::now();
+    let result = request.await;
+    let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+    tracing::debug!(target: "workroom::engine", call = %call, name = %name, elapsed_ms = %elapsed_ms, ok = result.is_ok());
+    result
+}
+
 /// A connection to the engine; cheap to clone (bollard shares one client).
 #[derive(Clone)]
 pub struct Engine {
@@ -87,7 +102,7 @@ impl Engine {
             false => (Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?, None),
         };
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
-        let docker = match docker.negotiate_version().await {
+        let docker = match logged("negotiate_version", &host, docker.negotiate_version()).await {
             Ok(d) => d,
             // What the far side said (no docker there) beats hyper's words.
             Err(e) => match ssh.as_ref().and_then(|m| m.failure()) {
@@ -122,7 +137,7 @@ impl Engine {
     /// The container, or `None` when the engine says it does not exist (and
     /// only then: any other failure is an error, not an absence).
     pub async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInspectResponse>, EngineError> {
-        match self.docker.inspect_container(name, None).await {
+        match logged("inspect_container", name, self.docker.inspect_container(name, None)).await {
             Ok(c) => Ok(Some(c)),
             Err(e) => match self.map(format!("inspect container {name}"), format!("container {name}"), e) {
                 EngineError::NotFound { .. } => Ok(None),
@@ -132,7 +147,7 @@ impl Engine {
     }
 
     pub async fn inspect_image(&self, image: &str) -> Result<Option<ImageInspect>, EngineError> {
-        match self.docker.inspect_image(image).await {
+        match logged("inspect_image", image, self.docker.inspect_image(image)).await {
             Ok(i) => Ok(Some(i)),
             Err(e) => match self.map(format!("inspect image {image}"), format!("image {image}"), e) {
                 EngineError::NotFound { .. } => Ok(None),
@@ -156,8 +171,7 @@ impl Engine {
     ) -> Result<String, EngineError> {
         let options =
             CreateContainerOptions { name: Some(name.to_string()), platform: platform.unwrap_or_default().to_string() };
-        self.docker
-            .create_container(Some(options), body)
+        logged("create_container", name, self.docker.create_container(Some(options), body))
             .await
             .map(|r| r.id)
             .map_err(|e| self.map(format!("create container {name}"), format!("image for {name}"), e))
@@ -167,22 +181,24 @@ impl Engine {
     /// works on a created container that has never started.
     pub async fn upload(&self, id: &str, path: &str, tar: Vec<u8>) -> Result<(), EngineError> {
         let options = UploadToContainerOptions { path: path.to_string(), ..Default::default() };
-        self.docker
-            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
-            .await
-            .map_err(|e| self.map(format!("upload to {id}:{path}"), format!("container {id}"), e))
+        logged(
+            "upload_to_container",
+            id,
+            self.docker.upload_to_container(id, Some(options), bollard::body_full(tar.into())),
+        )
+        .await
+        .map_err(|e| self.map(format!("upload to {id}:{path}"), format!("container {id}"), e))
     }
 
     pub async fn start(&self, id: &str) -> Result<(), EngineError> {
-        self.docker
-            .start_container(id, None::<StartContainerOptions>)
+        logged("start_container", id, self.docker.start_container(id, None::<StartContainerOptions>))
             .await
             .map_err(|e| self.map(format!("start {id}"), format!("container {id}"), e))
     }
 
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
         let options = StopContainerOptions { t: Some(grace.as_secs() as i32), ..Default::default() };
-        match self.docker.stop_container(id, Some(options)).await {
+        match logged("stop_container", id, self.docker.stop_container(id, Some(options))).await {
             // 304: already stopped.
             Err(BollardError::DockerResponseServerError { status_code: 304, .. }) => Ok(()),
             r => r.map_err(|e| self.map(format!("stop {id}"), format!("container {id}"), e)),
@@ -190,10 +206,13 @@ impl Engine {
     }
 
     pub async fn restart(&self, id: &str) -> Result<(), EngineError> {
-        self.docker
-            .restart_container(id, None::<bollard::query_parameters::RestartContainerOptions>)
-            .await
-            .map_err(|e| self.map(format!("restart {id}"), format!("container {id}"), e))
+        logged(
+            "restart_container",
+            id,
+            self.docker.restart_container(id, None::<bollard::query_parameters::RestartContainerOptions>),
+        )
+        .await
+        .map_err(|e| self.map(format!("restart {id}"), format!("container {id}"), e))
     }
 
     /// Returns once the container is no longer running the start it had at
@@ -232,7 +251,7 @@ impl Engine {
     /// Removes a container (forcibly, with its anonymous volumes if asked).
     pub async fn remove(&self, id: &str, volumes: bool) -> Result<(), EngineError> {
         let options = RemoveContainerOptions { force: true, v: volumes, ..Default::default() };
-        match self.docker.remove_container(id, Some(options)).await {
+        match logged("remove_container", id, self.docker.remove_container(id, Some(options))).await {
             Err(BollardError::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
             r => r.map_err(|e| self.map(format!("remove {id}"), format!("container {id}"), e)),
         }
@@ -242,7 +261,10 @@ impl Engine {
     pub async fn list(&self, labels: &[String]) -> Result<Vec<ContainerSummary>, EngineError> {
         let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
         let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-        self.docker.list_containers(Some(options)).await.map_err(|e| self.map("list containers", "containers", e))
+        let name = labels.join(",");
+        logged("list_containers", &name, self.docker.list_containers(Some(options)))
+            .await
+            .map_err(|e| self.map("list containers", "containers", e))
     }
 }
 
@@ -250,7 +272,10 @@ impl Engine {
     /// `docker info` and `docker version` at once: what the engine is and
     /// what it enforces (seccomp, AppArmor, rootless).
     pub async fn describe(&self) -> Result<(SystemInfo, SystemVersion), EngineError> {
-        let (info, version) = tokio::join!(self.docker.info(), self.docker.version());
+        let (info, version) = tokio::join!(
+            logged("info", "engine", self.docker.info()),
+            logged("version", "engine", self.docker.version())
+        );
         let info = info.map_err(|e| self.map("docker info", "engine info", e))?;
         let version = version.map_err(|e| self.map("docker version", "engine version", e))?;
         Ok((info, version))
@@ -258,7 +283,7 @@ impl Engine {
 
     /// Whether a named volume exists; only a real not-found is `false`.
     pub async fn volume_exists(&self, name: &str) -> Result<bool, EngineError> {
-        match self.docker.inspect_volume(name).await {
+        match logged("inspect_volume", name, self.docker.inspect_volume(name)).await {
             Ok(_) => Ok(true),
             Err(e) => match self.map(format!("inspect volume {name}"), format!("volume {name}"), e) {
                 EngineError::NotFound { .. } => Ok(false),
@@ -268,7 +293,13 @@ impl Engine {
     }
 
     pub async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
-        match self.docker.remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>).await {
+        match logged(
+            "remove_volume",
+            name,
+            self.docker.remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>),
+        )
+        .await
+        {
             Err(BollardError::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
             r => r.map_err(|e| self.map(format!("remove volume {name}"), format!("volume {name}"), e)),
         }

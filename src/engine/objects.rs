@@ -23,7 +23,9 @@ pub struct HostInfo {
 impl Engine {
     /// The engine's `info`, reduced to its host's size.
     pub async fn host_info(&self) -> Result<HostInfo, EngineError> {
-        let info = self.docker.info().await.map_err(|e| self.map("read the engine's info", "engine info", e))?;
+        let info = super::logged("info", "engine", self.docker.info())
+            .await
+            .map_err(|e| self.map("read the engine's info", "engine info", e))?;
         Ok(HostInfo {
             cpus: info.ncpu.unwrap_or(0).max(0) as u64,
             memory: info.mem_total.unwrap_or(0).max(0) as u64,
@@ -35,13 +37,15 @@ impl Engine {
     /// The engine's own platform, `(os, arch)` as Go names them (`linux`,
     /// `amd64`): what an image that reports none runs as.
     pub async fn platform(&self) -> Result<(String, String), EngineError> {
-        let v = self.docker.version().await.map_err(|e| self.map("ask the engine's version", "engine version", e))?;
+        let v = super::logged("version", "engine", self.docker.version())
+            .await
+            .map_err(|e| self.map("ask the engine's version", "engine version", e))?;
         Ok((v.os.unwrap_or_default(), v.arch.unwrap_or_default()))
     }
 
     /// The labels of a volume; `None` only when the engine says it does not exist.
     pub async fn volume_labels(&self, name: &str) -> Result<Option<HashMap<String, String>>, EngineError> {
-        match self.docker.inspect_volume(name).await {
+        match super::logged("inspect_volume", name, self.docker.inspect_volume(name)).await {
             Ok(v) => Ok(Some(v.labels)),
             Err(e) => match self.map(format!("inspect volume {name}"), format!("volume {name}"), e) {
                 EngineError::NotFound { .. } => Ok(None),
