@@ -237,3 +237,20 @@ fn the_image_program_runs_supervised_when_override_command_is_false() {
     );
     assert_eq!(docker_ok(&["inspect", &room, "--format", "{{.State.Running}}"]), "true");
 }
+
+#[test]
+fn the_daemons_log_lines_carry_a_level_and_workroom_log_in_the_room_sets_it() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let logs = docker(&["logs", &ws.room_name()]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    let serving = format!(" INFO workroomd {} serving boot=", workroomd::VERSION);
+    assert!(said.lines().any(|l| l.contains(&serving)), "{said}");
+
+    let quiet = Workspace::new(serde_json::json!({ "image": BUSYBOX, "containerEnv": { "WORKROOM_LOG": "warn" } }));
+    quiet.up();
+    let logs = docker(&["logs", &quiet.room_name()]);
+    let said = format!("{}{}", stdout(&logs), stderr(&logs));
+    assert!(!said.contains("serving"), "an info line at WORKROOM_LOG=warn: {said}");
+    quiet.exec_ok(&["true"]);
+}

@@ -173,7 +173,7 @@ pub async fn offer(
         id
     };
     let reason = link.closed().await;
-    eprintln!("workroomd: credentials offer {id} ended: {reason}");
+    tracing::info!(offer = id, "credentials offer ended: {reason}");
     let mut reg = state.credentials.registry();
     reg.offers.retain(|o| o.id != id);
     if !reg.offers.iter().any(|o| o.ssh_agent) {
@@ -227,7 +227,7 @@ async fn serve(state: Arc<State>, listener: UnixListener, kind: Kind) {
         match listener.accept().await {
             Ok((conn, _)) => {
                 if let Err(refused) = state.namespace.admit(&conn) {
-                    eprintln!("workroomd: refused a connection on {}: {refused}", kind.socket());
+                    tracing::warn!("refused a connection on {}: {refused}", kind.socket());
                     continue;
                 }
                 let state = state.clone();
@@ -239,7 +239,7 @@ async fn serve(state: Arc<State>, listener: UnixListener, kind: Kind) {
                 });
             }
             Err(e) => {
-                eprintln!("workroomd: credentials socket: {e}");
+                tracing::error!(socket = kind.socket(), "credentials socket: {e}");
                 return;
             }
         }
@@ -251,12 +251,12 @@ async fn agent_connection(state: &State, conn: UnixStream) {
     let Some(link) = state.credentials.current_link(Kind::Agent) else { return };
     let stream = match pipe::open_ready(&link, Request::SshAgent).await {
         Ok(s) => s,
-        Err(pipe::OpenError::Refused(message)) => return eprintln!("workroomd: ssh-agent: the host says: {message}"),
-        Err(e) => return eprintln!("workroomd: ssh-agent: {e}"),
+        Err(pipe::OpenError::Refused(message)) => return tracing::warn!("ssh-agent: the host says: {message}"),
+        Err(e) => return tracing::warn!("ssh-agent: {e}"),
     };
     let (reader, writer) = conn.into_split();
     if let Err(e) = pipe::splice(&stream, reader, writer).await {
-        eprintln!("workroomd: ssh-agent: {e}");
+        tracing::debug!("ssh-agent: {e}");
     }
 }
 

@@ -38,7 +38,7 @@ pub async fn run(commands: &[String]) {
     // Root by number: an image's passwd may lack a `root` entry.
     let root = spawn::resolve("0").ok();
     for command in commands {
-        eprintln!("workroomd: entrypoint: {command}");
+        tracing::info!("entrypoint: {command}");
         let argv = [SHELL.to_string(), "-c".to_string(), command.clone()];
         let spawned = spawn::command(&argv, root.as_ref(), &BTreeMap::new(), Some("/"), false)
             .map_err(StartError::from)
@@ -46,16 +46,16 @@ pub async fn run(commands: &[String]) {
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                eprintln!("workroomd: entrypoint {command:?} could not start: {}", crate::report::chain(&e));
+                tracing::error!("entrypoint {command:?} could not start: {}", crate::report::chain(&e));
                 continue;
             }
         };
         match tokio::time::timeout_at(deadline, child.wait()).await {
             Ok(Ok(status)) if status.success() => {}
-            Ok(Ok(status)) => eprintln!("workroomd: entrypoint {command:?} ended with {status}"),
-            Ok(Err(e)) => eprintln!("workroomd: entrypoint {command:?}: {e}"),
-            Err(_) => eprintln!(
-                "workroomd: entrypoint {command:?} still runs after {}s; serving without waiting for it",
+            Ok(Ok(status)) => tracing::warn!("entrypoint {command:?} ended with {status}"),
+            Ok(Err(e)) => tracing::warn!("entrypoint {command:?}: {e}"),
+            Err(_) => tracing::warn!(
+                "entrypoint {command:?} still runs after {}s; serving without waiting for it",
                 ENTRYPOINTS_WAIT.as_secs()
             ),
         }

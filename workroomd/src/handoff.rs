@@ -170,7 +170,7 @@ pub async fn handle(
         tokio::task::yield_now().await;
     }
     let error = commit(state, binary);
-    eprintln!("workroomd: hand-off to {binary} failed: {error}; this daemon keeps serving");
+    tracing::error!("hand-off to {binary} failed: {error}; this daemon keeps serving");
     Ok(())
 }
 
@@ -309,7 +309,7 @@ pub fn take_inherited() -> Option<Inherited> {
     let table: Table = match text.as_deref().map(serde_json::from_slice) {
         Some(Ok(t)) => t,
         _ => {
-            eprintln!("workroomd: started by a hand-off but its table is unreadable; starting afresh");
+            tracing::warn!("started by a hand-off but its table is unreadable; starting afresh");
             return None;
         }
     };
@@ -321,7 +321,7 @@ pub fn take_inherited() -> Option<Inherited> {
         let _ = std_listener.set_nonblocking(true);
         tokio::net::UnixListener::from_std(std_listener).ok()
     } else {
-        eprintln!("workroomd: the handed-off socket fd {} is not open; binding anew", table.listener_fd);
+        tracing::warn!("the handed-off socket fd {} is not open; binding anew", table.listener_fd);
         None
     };
     if let Some(target) = &table.install_as {
@@ -331,7 +331,7 @@ pub fn take_inherited() -> Option<Inherited> {
         let _ = own_digest();
         if let Ok(me) = std::fs::read_link("/proc/self/exe") {
             if let Err(e) = std::fs::rename(&me, target) {
-                eprintln!("workroomd: cannot install {} as {target}: {e}", me.display());
+                tracing::warn!("cannot install {} as {target}: {e}", me.display());
             }
         }
     }
@@ -343,7 +343,7 @@ pub fn take_inherited() -> Option<Inherited> {
 pub fn restore(inherited: Inherited, state: &Arc<State>) -> Option<u32> {
     for entry in inherited.table.panes {
         if !is_open(entry.master_fd) {
-            eprintln!("workroomd: pane {}: its pty fd {} did not survive the hand-off", entry.name, entry.master_fd);
+            tracing::warn!(pane = %entry.name, "its pty fd {} did not survive the hand-off", entry.master_fd);
             continue;
         }
         set_cloexec(entry.master_fd, true);
@@ -359,7 +359,7 @@ pub fn restore(inherited: Inherited, state: &Arc<State>) -> Option<u32> {
         };
         match Pane::adopt(&entry.name, adopted, master, entry.screen.as_bytes()) {
             Ok(p) => state.panes.insert(p),
-            Err(e) => eprintln!("workroomd: pane {}: cannot adopt: {e}", entry.name),
+            Err(e) => tracing::warn!(pane = %entry.name, "cannot adopt: {e}"),
         }
     }
     // The supervisor (serve.rs) waits for it and restarts it.

@@ -26,6 +26,7 @@ mod forward;
 mod handoff;
 mod jobs;
 mod locale;
+mod log;
 mod pane;
 mod panes;
 mod relay;

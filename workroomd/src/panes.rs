@@ -96,7 +96,7 @@ impl Panes {
         let panes = self.clone();
         tokio::spawn(async move {
             let status = pane.clone().run().await;
-            eprintln!("workroomd: pane {} ended: {status:?}", pane.name);
+            tracing::info!(pane = %pane.name, "pane ended: {status:?}");
             let mut live = panes.live.lock().expect("panes lock");
             if live.get(&pane.name).is_some_and(|p| Arc::ptr_eq(p, &pane)) {
                 live.remove(&pane.name);

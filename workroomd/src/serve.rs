@@ -81,17 +81,18 @@ pub fn parse_args(args: &[String]) -> Result<Options, ArgsError> {
 }
 
 pub fn run(args: &[String]) -> i32 {
+    crate::log::init();
     let options = match parse_args(args) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("workroomd serve: {e}");
+            tracing::error!("serve: {e}");
             return 2;
         }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("workroomd serve: cannot start: {e}");
+            tracing::error!("serve: cannot start: {e}");
             return 1;
         }
     };
@@ -110,14 +111,14 @@ async fn serve(options: Options) -> i32 {
         None => match bind(Path::new(room::RUN_DIR), Path::new(room::SOCKET_PATH)) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("workroomd serve: cannot serve {}: {e}", room::SOCKET_PATH);
+                tracing::error!(socket = room::SOCKET_PATH, "cannot serve: {e}");
                 return 1;
             }
         },
     };
     let state = Arc::new(State::load(bootid::boot_id(), room::STATE_DIR.into()));
     let _ = state.listener_fd.set(std::os::fd::AsRawFd::as_raw_fd(&listener));
-    eprintln!("workroomd {} serving (boot {})", workroomd::VERSION, state.boot_id);
+    tracing::info!(boot = %state.boot_id, "workroomd {} serving", workroomd::VERSION);
     let adopted = match inherited {
         // A hand-off: the panes and the program run on; adopt them.
         Some(inherited) => crate::handoff::restore(inherited, &state),
@@ -135,10 +136,10 @@ async fn serve(options: Options) -> i32 {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => { tokio::spawn(connection(state.clone(), stream)); }
-                Err(e) => eprintln!("workroomd: accept: {e}"),
+                Err(e) => tracing::warn!("accept: {e}"),
             },
             Some(_) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {
-                eprintln!("workroomd: stopping");
+                tracing::info!("stopping");
                 return 0;
             }
         }
@@ -164,7 +165,7 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
     // Before a byte is read or written: a process of another room of the
     // peer group reaching the socket through `/proc/<pid>/root` gets nothing.
     if let Err(refused) = state.namespace.admit(&stream) {
-        eprintln!("workroomd: refused a connection on {}: {refused}", room::SOCKET_PATH);
+        tracing::warn!("refused a connection on {}: {refused}", room::SOCKET_PATH);
         return;
     }
     let ours = Hello::new(Role::Daemon);
@@ -179,20 +180,20 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
             let (link, _) = match Link::handshake_with(first, writer, ours).await {
                 Ok(l) => l,
                 Err(e) => {
-                    eprintln!("workroomd: refused a connection: {e}");
+                    tracing::warn!("refused a connection: {e}");
                     return;
                 }
             };
             return serve_link(state, link).await;
         }
         Err(e) => {
-            eprintln!("workroomd: a connection ended before it began: {e}");
+            tracing::debug!("a connection ended before it began: {e}");
             return;
         }
     };
     match handshake {
         Ok((link, _peer)) => serve_link(state, link).await,
-        Err(e) => eprintln!("workroomd: refused a connection: {e}"),
+        Err(e) => tracing::warn!("refused a connection: {e}"),
     }
     drop(stream);
 }
@@ -265,7 +266,7 @@ async fn handle_request(
         }
     };
     if let Err(e) = result {
-        eprintln!("workroomd: stream {}: {e}", handle.id());
+        tracing::warn!(stream = handle.id(), "{e}");
     }
 }
 
@@ -398,7 +399,7 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
     let user = match options.program_user.as_deref().map(spawn::resolve).transpose() {
         Ok(u) => u,
         Err(e) => {
-            eprintln!("workroomd: program: user {}: {e}", options.program_user.unwrap_or_default());
+            tracing::error!(program = %options.program[0], "user {}: {e}", options.program_user.as_deref().unwrap_or_default());
             *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message: e.to_string() };
             return;
         }
@@ -425,7 +426,7 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
                     Ok(c) => c,
                     // As Docker: a program that cannot start is not retried.
                     Err(message) => {
-                        eprintln!("workroomd: program: {message}");
+                        tracing::error!(program = %options.program[0], "{message}");
                         *state.program.lock().expect("program lock") = ProgramStatus::FailedToStart { message };
                         return;
                     }
@@ -448,8 +449,9 @@ async fn supervise(state: Arc<State>, options: Options, mut adopted: Option<u32>
             (None, Some(signal)) => format!("by signal {signal}"),
             (None, None) => "(status unknown)".to_string(),
         };
-        eprintln!(
-            "workroomd: program {} exited {how}; restarting it in {} ms (restart {restarts}, as the room's unless-stopped policy would)",
+        tracing::warn!(
+            program = %options.program[0],
+            "program {} exited {how}; restarting it in {} ms (restart {restarts}, as the room's unless-stopped policy would)",
             options.program[0],
             delay.as_millis()
         );
