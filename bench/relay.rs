@@ -2,7 +2,14 @@
 //! daemon → relay → host) over `docker exec -i`, in MB/s of payload each way.
 //! Run by bench/run against the same room as `docker exec -i <room> cat`.
 //!
-//! usage: relay ROOM BYTES
+//! usage: relay-bench ROOM BYTES
+//!
+//! Prints the seconds, then the CPU seconds per GiB echoed of this process
+//! (`host`, what the CLI does), the room's relay and daemon, and Docker's
+//! exec plumbing, as `name=seconds` words.
+
+#[path = "cpu.rs"]
+mod cpu;
 
 use std::time::Instant;
 use workroom::engine::Engine;
@@ -14,9 +21,11 @@ fn main() {
     let room = &args[1];
     let bytes: usize = args[2].parse().expect("BYTES");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let seconds = runtime.block_on(async {
+    let (seconds, cpu) = runtime.block_on(async {
         let engine = Engine::connect().await.expect("engine");
         let link = RoomLink::connect(&engine, room).await.expect("link");
+        let me = [("host", std::process::id())];
+        let before = cpu::sample(room, &me);
         let started = Instant::now();
         let handle = link.link().open(Request::Echo).await.expect("echo");
         assert_eq!(handle.recv_reply().await.expect("reply"), Response::Ready);
@@ -44,7 +53,9 @@ fn main() {
         };
         let ((), got) = tokio::join!(send, receive);
         assert_eq!(got, bytes);
-        started.elapsed().as_secs_f64()
+        let seconds = started.elapsed().as_secs_f64();
+        // Before the link drops: the relay lives as long as the link.
+        (seconds, cpu::sample(room, &me).per_gib_since(&before, bytes as u64))
     });
-    println!("{seconds:.6}");
+    println!("{seconds:.6} {cpu}");
 }

@@ -7,7 +7,7 @@ use crate::engine::{Engine, EngineError, ExecSpec};
 use std::io::Write;
 use workroomd::proto::{
     DaemonStatus, Event, ExitStatus, Expected, Hello, Link, LinkError, Request, Response, Role, RunRequest,
-    StreamError, StreamHandle, PROTOCOL,
+    StreamError, StreamHandle,
 };
 use workroomd::room;
 
@@ -58,7 +58,7 @@ impl RoomLink {
         };
         let mut exec = engine.exec(room_id, &spec).await?;
         let mut stderr = exec.output.take_stderr();
-        let ours = Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").to_string(), role: Role::Host };
+        let ours = Hello { version: env!("CARGO_PKG_VERSION").to_string(), ..Hello::new(Role::Host) };
         match Link::handshake_with(exec.output, exec.input, ours).await {
             // The daemon's hello was checked by the handshake; nothing else
             // of it is needed on the host.

@@ -198,7 +198,7 @@ fn a_host_speaking_another_protocol_is_refused_naming_both_versions() {
             ..Default::default()
         };
         let exec = engine.exec(&room, &spec).await.unwrap();
-        let ours = Hello { protocol: 999, version: "9.9.9".into(), role: Role::Host };
+        let ours = Hello { protocol: 999, version: "9.9.9".into(), ..Hello::new(Role::Host) };
         let err = match Link::handshake_with(exec.output, exec.input, ours).await {
             Err(e) => e,
             Ok(_) => panic!("a protocol-999 host was accepted"),

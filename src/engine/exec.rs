@@ -40,6 +40,10 @@ pub struct ExecOutput {
     stream: LogStream,
     pending: bytes::Bytes,
     stderr: Option<mpsc::Sender<bytes::Bytes>>,
+    /// The engine's stream ended (with `failed` when it broke): it is not
+    /// polled again.
+    ended: bool,
+    failed: Option<std::io::Error>,
 }
 
 /// Stderr chunks kept before further ones are dropped.
@@ -55,17 +59,39 @@ impl ExecOutput {
 }
 
 impl AsyncRead for ExecOutput {
+    /// Fills `buf` with as much stdout as the engine has already sent, not
+    /// one of its messages a call: dockerd cuts the stream into pieces of
+    /// 32 KiB at most, and the link's reader then decodes a quarter MiB a
+    /// wake-up instead of a few KiB.
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let start = buf.filled().len();
         loop {
             if !self.pending.is_empty() {
                 let n = self.pending.len().min(buf.remaining());
                 buf.put_slice(&self.pending.split_to(n));
-                return Poll::Ready(Ok(()));
+                if buf.remaining() == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            // Bytes given first: an end or an error waits for the next call.
+            let some = buf.filled().len() > start;
+            if self.ended {
+                return match self.failed.take() {
+                    Some(e) if !some => Poll::Ready(Err(e)),
+                    failed => {
+                        self.failed = failed;
+                        Poll::Ready(Ok(()))
+                    }
+                };
             }
             match self.stream.poll_next_unpin(cx) {
+                Poll::Pending if some => return Poll::Ready(Ok(())),
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(std::io::Error::other(e))),
+                Poll::Ready(None) => self.ended = true,
+                Poll::Ready(Some(Err(e))) => {
+                    self.ended = true;
+                    self.failed = Some(std::io::Error::other(e));
+                }
                 Poll::Ready(Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message }))) => {
                     self.pending = message;
                 }
@@ -105,7 +131,13 @@ impl Engine {
         match super::logged("start_exec", container, self.docker.start_exec(&created.id, Some(start))).await {
             Ok(StartExecResults::Attached { output, input }) => Ok(ExecStream {
                 id: created.id,
-                output: ExecOutput { stream: output, pending: bytes::Bytes::new(), stderr: None },
+                output: ExecOutput {
+                    stream: output,
+                    pending: bytes::Bytes::new(),
+                    stderr: None,
+                    ended: false,
+                    failed: None,
+                },
                 input,
             }),
             Ok(StartExecResults::Detached) => unreachable!("started attached"),

@@ -12,7 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 use workroomd::proto::{
     DaemonStatus, Decoder, Event, ExitStatus, Frame, Hello, Kind, Link, LinkError, ProgramStatus, Reason, Request,
-    Response, Role, RunRequest, StreamError, StreamHandle, INITIAL_WINDOW, MAGIC, PROTOCOL,
+    Response, Role, RunRequest, StreamError, StreamHandle, FIXED_WINDOW, INITIAL_WINDOW, MAGIC, MAX_LINK_BUFFER,
+    MAX_LINK_GROWTH, MAX_STREAMS, MAX_WINDOW, PROTOCOL,
 };
 
 /// Longest any step may take; only reached when something hangs (the
@@ -209,7 +210,7 @@ async fn both_sides_learn_each_others_hello() {
 #[tokio::test]
 async fn a_protocol_mismatch_is_refused_naming_both_versions() {
     let (host_io, daemon_io) = tokio::io::duplex(PIPE);
-    let newer_host = Hello { protocol: PROTOCOL + 1, version: "0.2.0".into(), role: Role::Host };
+    let newer_host = Hello { protocol: PROTOCOL + 1, version: "0.2.0".into(), ..Hello::new(Role::Host) };
     let (reader, writer) = tokio::io::split(host_io);
     let (host, daemon) = within("handshake", async {
         tokio::join!(Link::handshake_with(reader, writer, newer_host), Link::handshake(daemon_io, Role::Daemon))
@@ -231,7 +232,7 @@ async fn a_protocol_mismatch_is_refused_naming_both_versions() {
 async fn the_daemon_sends_a_refusal_then_closes() {
     let (host_io, daemon_io) = tokio::io::duplex(PIPE);
     let daemon = tokio::spawn(Link::handshake(daemon_io, Role::Daemon));
-    let old_host = Hello { protocol: 0, version: "0.0.1".into(), role: Role::Host };
+    let old_host = Hello { protocol: 0, version: "0.0.1".into(), ..Hello::new(Role::Host) };
     let mut host = RawPeer::greet(host_io, &old_host).await;
     within("refusal", async {
         assert_eq!(host.expect_hello().await.role, Role::Daemon);
@@ -333,7 +334,9 @@ async fn a_stream_whose_reader_stalls_does_not_block_another_and_buffers_at_most
     assert!(within("the live echo", echo_through(&live, &data)).await == data);
 
     assert_eq!(stalled.buffered(), INITIAL_WINDOW);
-    assert!(stalled_on_daemon.buffered() <= INITIAL_WINDOW);
+    // The daemon's echo read before it blocked: its window may have grown.
+    assert!(stalled_on_daemon.buffered() <= stalled_on_daemon.receive_window());
+    assert!(stalled_on_daemon.receive_window() <= MAX_WINDOW);
     assert!(!filler.is_finished(), "8 windows went out without credit");
 
     // Reading the stalled stream now lets everything through.
@@ -343,7 +346,8 @@ async fn a_stream_whose_reader_stalls_does_not_block_another_and_buffers_at_most
             Some(Event::Data(bytes)) => drained += bytes.len(),
             other => panic!("unexpected {other:?}"),
         }
-        assert!(stalled.buffered() <= INITIAL_WINDOW);
+        assert!(stalled.buffered() <= stalled.receive_window());
+        assert!(stalled.receive_window() <= MAX_WINDOW);
     }
     within("the filler", filler).await.unwrap().unwrap();
 }
@@ -473,6 +477,89 @@ async fn a_peer_overrunning_its_window_closes_the_link() {
         "protocol violation by the host: 65536 bytes beyond the window on stream 1"
     );
     assert!(matches!(within("recv", stream.recv()).await, Some(Event::Reset(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stream_full_and_windows_grown_to_the_cap_stay_within_the_links_bound() {
+    let (host, daemon) = pair().await;
+    let (accepted, mut daemon_streams) = mpsc::unbounded_channel();
+    // The daemon answers and then reads nothing unless the test says so.
+    tokio::spawn(async move {
+        while let Some((_, stream)) = daemon.accept().await {
+            stream.reply(Response::Ready).await.unwrap();
+            let _ = accepted.send(stream);
+        }
+    });
+    let data = std::sync::Arc::new(vec![7u8; 2 * MAX_WINDOW]);
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..MAX_STREAMS {
+        let stream = host.open(Request::Echo).await.unwrap();
+        let data = data.clone();
+        let sender = stream.clone();
+        tokio::spawn(async move { sender.send_data(&data).await });
+        receivers.push(within("accept", daemon_streams.recv()).await.unwrap());
+        senders.push(stream);
+    }
+    assert!(matches!(host.open(Request::Echo).await, Err(StreamError::TooManyStreams)));
+    let total = |streams: &[StreamHandle], of: fn(&StreamHandle) -> usize| streams.iter().map(of).sum::<usize>();
+    eventually("every stream to fill its first window", || receivers.iter().all(|s| s.buffered() == INITIAL_WINDOW))
+        .await;
+
+    // Draining streams widens their windows, from the link's pool alone:
+    // eight streams at the widest window would need twice the pool.
+    for stream in &receivers[..8] {
+        let mut taken = 0;
+        while taken < MAX_WINDOW {
+            match within("a drain", stream.recv()).await {
+                Some(Event::Data(bytes)) => taken += bytes.len(),
+                other => panic!("unexpected {other:?}"),
+            }
+            assert!(total(&receivers, StreamHandle::buffered) <= MAX_LINK_BUFFER);
+        }
+    }
+    assert_eq!(total(&receivers, StreamHandle::receive_window), MAX_STREAMS * INITIAL_WINDOW + MAX_LINK_GROWTH);
+    assert_eq!(MAX_STREAMS * INITIAL_WINDOW + MAX_LINK_GROWTH, MAX_LINK_BUFFER);
+    assert!(receivers.iter().all(|s| s.receive_window() <= MAX_WINDOW));
+    // The drained streams fill their wider windows again; nothing more.
+    eventually("the drained streams to refill", || {
+        receivers[..8].iter().all(|s| s.buffered() + MAX_WINDOW / 4 >= s.receive_window())
+    })
+    .await;
+    assert!(total(&receivers, StreamHandle::buffered) <= MAX_LINK_BUFFER);
+
+    // A stream that is gone gives its loan back to the next one.
+    let widest = receivers.iter().position(|s| s.receive_window() == MAX_WINDOW).expect("a widest window");
+    let before = total(&receivers, StreamHandle::receive_window);
+    drop(receivers.remove(widest));
+    drop(senders.remove(widest));
+    let grown = &receivers[8];
+    let mut taken = 0;
+    while taken < MAX_WINDOW {
+        match within("a drain", grown.recv()).await {
+            Some(Event::Data(bytes)) => taken += bytes.len(),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(grown.receive_window() > INITIAL_WINDOW, "no window grew from the returned loan");
+    assert!(total(&receivers, StreamHandle::receive_window) <= before);
+}
+
+#[tokio::test]
+async fn a_peer_whose_hello_names_no_window_gets_the_fixed_windows_it_expects() {
+    let (host_io, daemon_io) = tokio::io::duplex(4 * FIXED_WINDOW);
+    let mut host = RawPeer::greet(host_io, &Hello { window: None, ..Hello::new(Role::Host) }).await;
+    let (daemon, _) = within("handshake", Link::handshake(daemon_io, Role::Daemon)).await.unwrap();
+    host.expect_hello().await;
+    host.send_json(Kind::Open, 1, &Request::Echo).await;
+    let chunk = vec![0; 64 * 1024];
+    for _ in 0..FIXED_WINDOW / chunk.len() {
+        host.send(Kind::Data, 1, &chunk).await;
+    }
+    let (_, stream) = within("accept", daemon.accept()).await.unwrap();
+    eventually("the whole fixed window to arrive", || stream.buffered() == FIXED_WINDOW).await;
+    assert_eq!(stream.receive_window(), FIXED_WINDOW);
+    assert_eq!(daemon.close_reason(), None);
 }
 
 #[tokio::test]

@@ -15,6 +15,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use super::message::Reason;
+
 /// The first bytes each side writes, so a peer that is not workroom (a shell
 /// printing a banner, an old relay, the wrong binary) is named as such instead
 /// of being parsed as frames.
@@ -27,12 +29,15 @@ pub const HEADER_LEN: usize = 9;
 ///
 /// It bounds what a decoder may ever buffer for one connection, so a corrupt
 /// or hostile length field cannot make either side allocate gigabytes. It is
-/// far above the data chunk senders actually use (64 KiB, see
-/// `link::MAX_DATA_CHUNK`) and above the largest JSON message we expect (a
+/// the data chunk senders use (`MAX_DATA_CHUNK`) and above the largest JSON message we expect (a
 /// `users` reply for an image with a few thousand accounts is ~200 KiB).
 /// Bigger frames would only hold the shared connection longer per frame, which
 /// is latency for every interactive pane behind a bulk transfer.
 pub const MAX_PAYLOAD: usize = 256 * 1024;
+
+/// Reset and refuse messages are cut to this many bytes, so that a long error
+/// text can never make the frame that reports it too large to send.
+const MAX_REASON: usize = 4 * 1024;
 
 /// The most bytes a [`Decoder`] ever owns: one whole frame of the largest size.
 pub const MAX_FRAME: usize = HEADER_LEN + MAX_PAYLOAD;
@@ -174,6 +179,21 @@ impl Frame {
         out.extend_from_slice(&self.header());
         out.extend_from_slice(&self.payload);
     }
+}
+
+/// A `Reset` or `Refuse` frame; the message is cut to [`MAX_REASON`] bytes so
+/// the frame always fits.
+pub(super) fn reason_frame(kind: Kind, id: u32, mut message: String) -> Frame {
+    if message.len() > MAX_REASON {
+        let mut cut = MAX_REASON;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+    }
+    let payload = serde_json::to_vec(&Reason { message }).expect("a string always encodes");
+    debug_assert!(payload.len() <= MAX_PAYLOAD);
+    Frame::new(kind, id, payload).expect("a cut reason fits in a frame")
 }
 
 /// Reassembles frames from a byte stream that arrives in arbitrary pieces.

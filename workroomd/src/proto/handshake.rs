@@ -6,12 +6,58 @@
 //! deadlock the exchange. The whole exchange is bounded by the caller's
 //! `HANDSHAKE_TIMEOUT`.
 
+use std::io;
+
+use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::frame::{Decoder, Frame, Kind, MAGIC};
-use super::link::LinkError;
+use super::frame::{reason_frame, Decoder, Frame, FrameError, Kind, MAGIC};
 use super::message::{Hello, Reason, Role};
-use super::stream::reason_frame;
+use super::HANDSHAKE_TIMEOUT;
+
+/// A connection that could not be set up.
+#[derive(Debug, Error)]
+pub enum LinkError {
+    #[error("could not write to the {peer}")]
+    Write {
+        peer: Role,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not read from the {peer}")]
+    Read {
+        peer: Role,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the {peer} closed the connection before its hello")]
+    ClosedEarly { peer: Role },
+    #[error("not a workroom {peer} (first bytes were {shown})")]
+    NotWorkroom { peer: Role, shown: String },
+    #[error("the {peer} sent no hello within {} s", HANDSHAKE_TIMEOUT.as_secs())]
+    Timeout { peer: Role },
+    #[error("the {peer}'s hello is not readable")]
+    BadHello {
+        peer: Role,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("expected the {peer}'s hello, got a frame of kind `{kind}`")]
+    NoHello { peer: Role, kind: Kind },
+    #[error("the peer says it is a {got}, not a {expected}")]
+    WrongRole { expected: Role, got: Role },
+    /// `daemon` and `host` are [`Hello::describe`] texts.
+    #[error("protocol mismatch: {daemon}; {host}")]
+    ProtocolMismatch { daemon: String, host: String },
+    #[error("the {peer} refused the connection: {message}")]
+    Refused { peer: Role, message: String },
+    #[error("the {peer}'s framing is broken")]
+    Frame {
+        peer: Role,
+        #[source]
+        source: FrameError,
+    },
+}
 
 /// Exchanges hellos and checks the peer's. Bytes the peer sent after its
 /// hello stay in `decoder` for the link's reader.

@@ -23,61 +23,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::frame::{Decoder, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
-use super::handshake;
+use super::frame::{reason_frame, Decoder, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
+use super::handshake::{self, LinkError};
 use super::message::{Hello, Reason, Request, Response, Role};
-use super::stream::{reason_frame, Stream, StreamError, StreamHandle};
-
-/// Unacknowledged bytes one direction of one stream may have in flight: 1 MiB.
-///
-/// It must cover the link's bandwidth-delay product, or a single transfer
-/// stalls waiting for grants. Measured on Docker 20.10 (2-core machine,
-/// 2026-11-29): `docker exec` adds tens of milliseconds of turnaround, so a
-/// 1 MiB window held one echoed stream to 41 MB/s (0.43x `docker exec -i
-/// cat`); 8 MiB gives 0.9-1.05x. It is also each stream's worst-case buffer
-/// on the receiving side (bounded by `MAX_STREAMS` x this); pane output is
-/// bounded separately by the daemon's per-client queues. Both sides must use
-/// the same value: it is part of the protocol.
-pub const INITIAL_WINDOW: usize = 8 * 1024 * 1024;
-
-/// Credit is returned once the application has taken this much: a bulk
-/// transfer then costs one 13-byte `Window` frame per 256 KiB instead of one
-/// per chunk, and three quarters of the window stay usable while the grant is
-/// on its way. Must not exceed [`INITIAL_WINDOW`], or a drained stream would
-/// never be granted credit again.
-pub const WINDOW_UPDATE_THRESHOLD: usize = INITIAL_WINDOW / 4;
-
-/// The largest `Data`/`Stderr` frame a sender makes: 64 KiB, a Linux pipe's
-/// default capacity, so the relay moves about one frame per syscall. Larger
-/// frames would make an interactive stream wait longer behind a bulk one on
-/// the shared connection, for no throughput gain.
-pub const MAX_DATA_CHUNK: usize = 64 * 1024;
-
-/// Streams open at once on one link. A command, a pane or a forwarded
-/// connection each hold one, so 256 is far beyond one person's use. It bounds
-/// what a peer can make us hold: at most `MAX_STREAMS` × [`INITIAL_WINDOW`]
-/// buffered. (A connection-wide window would bound it tighter; not needed
-/// while both ends are our own code.)
-pub const MAX_STREAMS: usize = 256;
-
-/// How long each side waits for the other's hello. The daemon answers at
-/// once, so silence this long means the far end is wedged or is not a
-/// workroom daemon; a message beats a hang. Generous because `docker exec`
-/// itself can take seconds on a loaded engine before the relay starts.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::stream::{Stream, StreamError, StreamHandle, Violation, Windows};
+use super::{HANDSHAKE_TIMEOUT, MAX_DATA_CHUNK, MAX_STREAMS};
 
 /// Frames waiting for the writer. With [`MAX_DATA_CHUNK`] chunks that is at
-/// most 1 MiB queued per link: enough to keep the pipe busy while senders
+/// most 2 MiB queued per link: enough to keep the pipe busy while senders
 /// refill it, small enough for the daemon's memory budget.
-const OUTGOING_FRAMES: usize = 16;
+const OUTGOING_FRAMES: usize = 8;
 
-/// The writer's buffer: two full data frames. Many small frames (keystrokes,
+/// The writer's buffer: two largest data frames. Many small frames (keystrokes,
 /// grants, replies) leave in one write, and a data frame's 9-byte header is
 /// never written by a syscall of its own: with a buffer no larger than a
 /// chunk, `BufWriter` would flush the header alone and then pass the payload
@@ -95,48 +57,48 @@ const MAX_DETACHED_SENDS: usize = 4 * MAX_STREAMS;
 /// than living on for as long as the peer sleeps.
 const FLUSH_ON_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A connection that could not be set up.
-#[derive(Debug, Error)]
-pub enum LinkError {
-    #[error("could not write to the {peer}")]
-    Write {
+/// Why a link failed after its handshake. Kept as its text (the reason every
+/// stream of the link ends with), cause included.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("protocol violation by the {peer}")]
+    Violation {
         peer: Role,
         #[source]
-        source: io::Error,
+        source: Violation,
     },
+    #[error("the {peer} refused the connection: {message}")]
+    Refused { peer: Role, message: String },
+    #[error("the {peer} closed the connection")]
+    Closed { peer: Role },
+    #[error("the {peer} closed the connection in the middle of a frame")]
+    ClosedMidFrame { peer: Role },
     #[error("could not read from the {peer}")]
     Read {
         peer: Role,
         #[source]
         source: io::Error,
     },
-    #[error("the {peer} closed the connection before its hello")]
-    ClosedEarly { peer: Role },
-    #[error("not a workroom {peer} (first bytes were {shown})")]
-    NotWorkroom { peer: Role, shown: String },
-    #[error("the {peer} sent no hello within {} s", HANDSHAKE_TIMEOUT.as_secs())]
-    Timeout { peer: Role },
-    #[error("the {peer}'s hello is not readable")]
-    BadHello {
+    #[error("could not write to the {peer}")]
+    Write {
         peer: Role,
         #[source]
-        source: serde_json::Error,
+        source: io::Error,
     },
-    #[error("expected the {peer}'s hello, got a frame of kind `{kind}`")]
-    NoHello { peer: Role, kind: Kind },
-    #[error("the peer says it is a {got}, not a {expected}")]
-    WrongRole { expected: Role, got: Role },
-    /// `daemon` and `host` are [`Hello::describe`] texts.
-    #[error("protocol mismatch: {daemon}; {host}")]
-    ProtocolMismatch { daemon: String, host: String },
-    #[error("the {peer} refused the connection: {message}")]
-    Refused { peer: Role, message: String },
-    #[error("the {peer}'s framing is broken")]
-    Frame {
-        peer: Role,
-        #[source]
-        source: FrameError,
-    },
+}
+
+impl Failure {
+    /// The message and its causes, `: `-separated.
+    fn reason(&self) -> String {
+        let mut reason = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            reason.push_str(": ");
+            reason.push_str(&e.to_string());
+            cause = e.source();
+        }
+        reason
+    }
 }
 
 /// A connected link. Clones share it.
@@ -183,8 +145,10 @@ impl Link {
             Role::Host => 1,
             Role::Daemon => 2,
         };
+        let windows = Windows::settle(&ours, &peer);
         let keepalive = Arc::new_cyclic(|keepalive| Keepalive {
             shared: Arc::new(Shared {
+                windows,
                 ours,
                 peer: peer.clone(),
                 tx,
@@ -239,7 +203,7 @@ impl Link {
             // Ids are never reused, so a late frame for a finished stream
             // can never be taken for a new one.
             streams.next_id = id.checked_add(2);
-            let stream = Arc::new(Stream::new(id, true, shared.peer.role, streaming));
+            let stream = Arc::new(Stream::new(id, true, shared.peer.role, streaming, &shared.windows));
             streams.open.insert(id, stream.clone());
             stream
         };
@@ -297,6 +261,7 @@ struct Closed {
 
 /// What the link's tasks, the [`Link`] and the stream handles share.
 pub(super) struct Shared {
+    windows: Windows,
     ours: Hello,
     peer: Hello,
     pub(super) tx: mpsc::Sender<Frame>,
@@ -394,26 +359,26 @@ impl Shared {
         });
     }
 
-    fn violation(&self, what: impl std::fmt::Display) -> String {
-        format!("protocol violation by the {}: {what}", self.peer.role)
+    fn violation(&self, source: Violation) -> Failure {
+        Failure::Violation { peer: self.peer.role, source }
     }
 
     /// Applies one frame from the peer; an error closes the link with it.
-    fn dispatch(self: &Arc<Self>, frame: Frame) -> Result<(), String> {
+    fn dispatch(self: &Arc<Self>, frame: Frame) -> Result<(), Failure> {
         let (kind, id) = (frame.kind(), frame.stream());
         match kind {
-            Kind::Hello => Err(self.violation("a second hello")),
+            Kind::Hello => Err(self.violation(Violation::SecondHello)),
             Kind::Refuse => {
                 let message = serde_json::from_slice::<Reason>(frame.payload())
                     .map_or_else(|_| "no readable reason".to_owned(), |r| r.message);
-                Err(format!("the {} refused the connection: {message}", self.peer.role))
+                Err(Failure::Refused { peer: self.peer.role, message })
             }
-            _ if id == 0 => Err(self.violation(format!("{kind} frame on stream 0"))),
+            _ if id == 0 => Err(self.violation(Violation::StreamZero { kind })),
             Kind::Open => self.on_open(id, frame.payload()),
             _ => {
                 let stream = self.lock_streams().open.get(&id).cloned();
                 match stream {
-                    Some(stream) => stream.on_frame(kind, frame.into_payload()).map_err(|what| self.violation(what)),
+                    Some(stream) => stream.on_frame(kind, frame.into_payload()).map_err(|v| self.violation(v)),
                     // A stream this side already dropped (and reset): the
                     // peer's frames were in flight. Nothing to do.
                     None => Ok(()),
@@ -422,11 +387,11 @@ impl Shared {
         }
     }
 
-    fn on_open(self: &Arc<Self>, id: u32, payload: &[u8]) -> Result<(), String> {
+    fn on_open(self: &Arc<Self>, id: u32, payload: &[u8]) -> Result<(), Failure> {
         let peer = self.peer.role;
         let odd = id % 2 == 1;
         if odd != (peer == Role::Host) {
-            return Err(self.violation(format!("stream id {id} is not the {peer}'s to open")));
+            return Err(self.violation(Violation::NotItsId { stream: id, peer }));
         }
         let request: Request = match serde_json::from_slice(payload) {
             Ok(request) => request,
@@ -442,11 +407,11 @@ impl Shared {
         let Some(keepalive) = self.keepalive.upgrade() else {
             return Ok(()); // the link is closing
         };
-        let stream = Arc::new(Stream::new(id, false, peer, request.is_streaming()));
+        let stream = Arc::new(Stream::new(id, false, peer, request.is_streaming(), &self.windows));
         {
             let mut streams = self.lock_streams();
             if streams.open.contains_key(&id) {
-                return Err(self.violation(format!("stream id {id} opened twice")));
+                return Err(self.violation(Violation::OpenedTwice { stream: id }));
             }
             if self.is_closed() {
                 return Ok(());
@@ -484,30 +449,28 @@ where
 {
     let mut closing = shared.closing.subscribe();
     let peer = shared.peer.role;
-    let reason = loop {
+    let failure = loop {
         // Decode everything buffered first: the decoder only promises room
         // once it holds no complete frame.
-        if let Err(reason) = dispatch_buffered(&mut decoder, &shared) {
-            break reason;
+        if let Err(failure) = dispatch_buffered(&mut decoder, &shared) {
+            break failure;
         }
         let read = tokio::select! {
             read = reader.read(decoder.unfilled_mut()) => read,
             _ = closing.wait_for(Option::is_some) => return,
         };
         match read {
-            Ok(0) if decoder.buffered() > 0 => {
-                break format!("the {peer} closed the connection in the middle of a frame")
-            }
-            Ok(0) => break format!("the {peer} closed the connection"),
+            Ok(0) if decoder.buffered() > 0 => break Failure::ClosedMidFrame { peer },
+            Ok(0) => break Failure::Closed { peer },
             Ok(n) => decoder.advance(n),
-            Err(e) => break format!("could not read from the {peer}: {e}"),
+            Err(source) => break Failure::Read { peer, source },
         }
     };
-    shared.close(reason, false);
+    shared.close(failure.reason(), false);
 }
 
-fn dispatch_buffered(decoder: &mut Decoder, shared: &Arc<Shared>) -> Result<(), String> {
-    while let Some(frame) = decoder.decode().map_err(|e| shared.violation(e))? {
+fn dispatch_buffered(decoder: &mut Decoder, shared: &Arc<Shared>) -> Result<(), Failure> {
+    while let Some(frame) = decoder.decode().map_err(|e| shared.violation(e.into()))? {
         shared.dispatch(frame)?;
     }
     Ok(())
@@ -530,10 +493,7 @@ where
         Ok(()) => {
             let _ = tokio::time::timeout(FLUSH_ON_CLOSE_TIMEOUT, out.shutdown()).await;
         }
-        Err(e) => {
-            let peer = shared.peer.role;
-            shared.close(format!("could not write to the {peer}: {e}"), false);
-        }
+        Err(source) => shared.close(Failure::Write { peer: shared.peer.role, source }.reason(), false),
     }
 }
 

@@ -12,7 +12,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::PROTOCOL;
+use super::{INITIAL_WINDOW, PROTOCOL};
 use crate::users::{GroupEntry, PasswdEntry};
 use crate::VERSION;
 
@@ -63,12 +63,24 @@ pub struct Hello {
     /// differ from this library's).
     pub version: String,
     pub role: Role,
+    /// The window the sender gives each stream the peer sends on, at its
+    /// start; its presence also says the sender widens windows by granting
+    /// more than it received (up to [`MAX_WINDOW`](super::MAX_WINDOW)) and
+    /// takes such grants. Absent from workroom before windows grew: both
+    /// sides then keep [`FIXED_WINDOW`](super::FIXED_WINDOW).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
 }
 
 impl Hello {
     /// This library's protocol and version in the given role.
     pub fn new(role: Role) -> Hello {
-        Hello { protocol: PROTOCOL, version: VERSION.to_owned(), role }
+        Hello {
+            protocol: PROTOCOL,
+            version: VERSION.to_owned(),
+            role,
+            window: Some(u32::try_from(INITIAL_WINDOW).expect("the window fits a u32")),
+        }
     }
 
     /// "workroomd 0.1.0 speaks protocol 1", for messages naming both sides.
@@ -516,9 +528,17 @@ mod tests {
 
     #[test]
     fn hello_has_the_documented_shape() {
-        let hello = Hello { protocol: 1, version: "0.1.0".into(), role: Role::Daemon };
+        let hello = Hello { protocol: 1, version: "0.1.0".into(), role: Role::Daemon, window: None };
         assert_eq!(wire(&hello), json!({"protocol": 1, "version": "0.1.0", "role": "daemon"}));
         assert_eq!(hello.describe(), "workroomd 0.1.0 speaks protocol 1");
+        let growing = Hello { window: Some(262_144), ..hello };
+        assert_eq!(wire(&growing), json!({"protocol": 1, "version": "0.1.0", "role": "daemon", "window": 262_144}));
+    }
+
+    #[test]
+    fn a_hello_of_before_without_a_window_still_reads() {
+        let old: Hello = serde_json::from_value(json!({"protocol": 1, "version": "0.1.0", "role": "host"})).unwrap();
+        assert_eq!(old.window, None);
     }
 
     #[test]

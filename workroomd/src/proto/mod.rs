@@ -36,9 +36,12 @@
 //!    reply arrives (no round trip for stdin).
 //! 4. `Reset` aborts both directions at any time; dropping a handle of a
 //!    stream that is not over sends it.
-//! 5. Each direction may have at most [`INITIAL_WINDOW`] unacknowledged bytes
-//!    in flight; `Window` frames return credit as the application reads. A
-//!    reader that does not read stalls its own stream only.
+//! 5. Each direction may have at most its window of unacknowledged bytes in
+//!    flight: [`INITIAL_WINDOW`] at first; `Window` frames return credit as
+//!    the application reads, and may widen the window up to [`MAX_WINDOW`]
+//!    while the link's [`MAX_LINK_GROWTH`] lasts. A reader that does not read
+//!    stalls its own stream only, and one link holds at most
+//!    [`MAX_LINK_BUFFER`] bytes.
 //!
 //! Violations (a second hello, bytes beyond the window, an unknown frame
 //! kind, a length over the cap) close the link: the peer is our own code, so
@@ -122,16 +125,72 @@ mod link;
 mod message;
 mod stream;
 
+use std::time::Duration;
+
 pub use frame::{Decoder, Frame, FrameError, Kind, HEADER_LEN, MAGIC, MAX_FRAME, MAX_PAYLOAD};
-pub use link::{
-    Link, LinkError, HANDSHAKE_TIMEOUT, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD,
-};
+pub use handshake::LinkError;
+pub use link::Link;
 pub use message::{
     CaptureRequest, DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, PaneInfo, PaneRequest,
     ProgramStatus, Reason, Request, Response, Role, RunRequest, MAX_CREDENTIAL_INPUT,
 };
-pub use stream::{Event, StreamError, StreamHandle};
+pub use stream::{Event, StreamError, StreamHandle, Violation};
 
 /// The protocol number both sides put in their hello. Bump it for any change
 /// an older peer could misread; a mismatch is refused, naming both versions.
 pub const PROTOCOL: u32 = 1;
+
+/// The window each stream starts with in each direction: 256 KiB, one
+/// largest frame. A peer that says so in its hello ([`Hello::window`]) gets
+/// this; the receiver then widens a stream it is draining, see
+/// [`MAX_WINDOW`] and [`MAX_LINK_GROWTH`]. Small, because it is what every
+/// open stream may make the receiver hold without having read a byte:
+/// [`MAX_STREAMS`] × this.
+pub const INITIAL_WINDOW: usize = 256 * 1024;
+
+/// The widest a stream's window grows: 8 MiB. It must cover the path's
+/// bandwidth-delay product, or a single transfer stalls waiting for grants.
+/// Measured on Docker 20.10 (2-core machine, 2026-11-29): `docker exec` adds
+/// tens of milliseconds of turnaround, so a 1 MiB window held one echoed
+/// stream to 41 MB/s (0.43x `docker exec -i cat`); 8 MiB gives 0.9-1.05x.
+pub const MAX_WINDOW: usize = 8 * 1024 * 1024;
+
+/// The window of a peer whose hello names none (workroom before windows
+/// grew): fixed at 8 MiB for every stream, never widened. Kept so a new host
+/// still talks to, and can hand off, a daemon of an older room.
+pub const FIXED_WINDOW: usize = 8 * 1024 * 1024;
+
+/// What the receiver may lend its streams beyond [`INITIAL_WINDOW`], all
+/// streams of one link together: 32 MiB, four streams at [`MAX_WINDOW`]. A
+/// grant widens a stream's window (doubling it, up to `MAX_WINDOW`) only
+/// from what is left of this; a stream gives its part back when it is gone.
+/// So one link never buffers more than
+/// `MAX_STREAMS × INITIAL_WINDOW + MAX_LINK_GROWTH` = 64 MiB, whatever the
+/// peer does ([`MAX_LINK_BUFFER`]).
+pub const MAX_LINK_GROWTH: usize = 32 * 1024 * 1024;
+
+/// The largest `Data`/`Stderr` frame a sender makes: 127 KiB, twice the
+/// 64 KiB of before, so half the frames (and wake-ups of the writer and the
+/// reader) per MiB, and just under musl's mmap threshold (128 KiB less its
+/// header): the daemon is built with musl, whose allocator would otherwise
+/// map and unmap fresh pages, and fault them in, for every payload it
+/// decodes or sends. A keystroke queued behind a bulk frame on the same link
+/// waits for at most one such frame on the pipe.
+pub const MAX_DATA_CHUNK: usize = 127 * 1024;
+
+/// Streams open at once on one link. A command, a pane or a forwarded
+/// connection each hold one; a browser opens at most 6 connections to one
+/// host, so 128 is far beyond one person's use. It is a factor of the link's
+/// memory bound, [`MAX_LINK_BUFFER`].
+pub const MAX_STREAMS: usize = 128;
+
+/// The most stream bytes one link ever buffers on the receiving side, with a
+/// peer that announces its window: 64 MiB. (With a peer of before, whose
+/// windows are [`FIXED_WINDOW`], it is `MAX_STREAMS × FIXED_WINDOW`.)
+pub const MAX_LINK_BUFFER: usize = MAX_STREAMS * INITIAL_WINDOW + MAX_LINK_GROWTH;
+
+/// How long each side waits for the other's hello. The daemon answers at
+/// once, so silence this long means the far end is wedged or is not a
+/// workroom daemon; a message beats a hang. Generous because `docker exec`
+/// itself can take seconds on a loaded engine before the relay starts.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -3,14 +3,24 @@
 //!
 //! # Flow control
 //!
-//! Each direction of a stream has a credit window of
-//! [`INITIAL_WINDOW`] bytes of `Data` and `Stderr` together. A sender spends
-//! credit as it queues bytes and waits when it has none; the receiver returns
-//! credit with `Window` frames as the application takes bytes out with
-//! [`StreamHandle::recv`], in batches of [`WINDOW_UPDATE_THRESHOLD`]. So the
-//! bytes a stream buffers never exceed its window, however slow its reader,
-//! and the link's reader task never has to wait for one stream to drain
-//! before it can deliver frames for another (no head-of-line blocking).
+//! Each direction of a stream has a credit window of bytes of `Data` and
+//! `Stderr` together, [`INITIAL_WINDOW`] at first. A sender spends credit as
+//! it queues bytes and waits when it has none; the receiver returns credit
+//! with `Window` frames as the application takes bytes out with
+//! [`StreamHandle::recv`], in batches of a quarter window. So the bytes a
+//! stream buffers never exceed its window, however slow its reader, and the
+//! link's reader task never has to wait for one stream to drain before it
+//! can deliver frames for another (no head-of-line blocking).
+//!
+//! A grant may return more than the application took: the receiver widens
+//! the window of a stream it is draining, doubling it up to [`MAX_WINDOW`],
+//! with bytes from the link's [`MAX_LINK_GROWTH`], which the stream gives
+//! back when it is gone. A bulk transfer so reaches the window the path
+//! needs in a few grants, while a stream nobody reads holds only its
+//! initial window: the link's buffers stay under
+//! [`MAX_LINK_BUFFER`](super::MAX_LINK_BUFFER) whatever the peer does. With a peer whose
+//! hello names no window (workroom before this), windows are
+//! [`FIXED_WINDOW`] and never grow, as that peer expects.
 //!
 //! Batched grants cannot deadlock: a sender out of credit means the receiver
 //! holds a whole window unacknowledged; either the application has not read
@@ -25,6 +35,7 @@
 //! resets the stream, so a host that goes away stops the daemon's work.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 
@@ -32,19 +43,18 @@ use serde::Serialize;
 use thiserror::Error;
 use tokio::sync::Notify;
 
-use super::frame::{Frame, FrameError, Kind, MAX_PAYLOAD};
-use super::link::{Keepalive, Shared, INITIAL_WINDOW, MAX_DATA_CHUNK, MAX_STREAMS, WINDOW_UPDATE_THRESHOLD};
-use super::message::{ExitStatus, Reason, Response, Role};
+use super::frame::{reason_frame, Frame, FrameError, Kind};
+use super::link::{Keepalive, Shared};
+use super::message::{ExitStatus, Hello, Reason, Response, Role};
+#[cfg(doc)]
+use super::INITIAL_WINDOW;
+use super::{FIXED_WINDOW, MAX_DATA_CHUNK, MAX_LINK_GROWTH, MAX_STREAMS, MAX_WINDOW};
 
 /// Data frames are queued as they arrive, but a chunk smaller than this is
 /// appended to the previous one instead. That bounds the number of chunks per
 /// stream (window / 16 KiB + 1) even when the peer sends one byte per frame,
 /// while large frames are handed to the application without a copy.
 const COALESCE_BELOW: usize = 16 * 1024;
-
-/// Reset and refuse messages are cut to this many bytes, so that a long error
-/// text can never make the frame that reports it too large to send.
-const MAX_REASON: usize = 4 * 1024;
 
 /// What arrives on a stream, in order. `Eof` and `Reset` are last; after them
 /// [`StreamHandle::recv`] returns `None`.
@@ -84,6 +94,77 @@ pub enum StreamError {
     TooManyStreams,
     #[error("this link has used up its stream ids; reconnect")]
     IdsExhausted,
+}
+
+/// A frame the peer should never have sent: a bug on its side (both ends are
+/// our code), after which the link closes, since framing in doubt cannot be
+/// trusted with the next frame.
+#[derive(Debug, Error)]
+pub enum Violation {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("a second hello")]
+    SecondHello,
+    #[error("{kind} frame on stream 0")]
+    StreamZero { kind: Kind },
+    #[error("stream id {stream} is not the {peer}'s to open")]
+    NotItsId { stream: u32, peer: Role },
+    #[error("stream id {stream} opened twice")]
+    OpenedTwice { stream: u32 },
+    #[error("a reply on stream {stream}, which it opened itself")]
+    ReplyToItself { stream: u32 },
+    #[error("unreadable {what} on stream {stream}")]
+    Unreadable {
+        what: &'static str,
+        stream: u32,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("a second {what} on stream {stream}")]
+    Twice { what: &'static str, stream: u32 },
+    #[error("{what} after eof on stream {stream}")]
+    AfterEof { what: &'static str, stream: u32 },
+    #[error("a {length}-byte window frame on stream {stream}")]
+    WindowLength { length: usize, stream: u32 },
+    #[error("credit beyond the window on stream {stream}")]
+    CreditBeyondWindow { stream: u32 },
+    #[error("{bytes} bytes beyond the window on stream {stream}")]
+    BeyondWindow { bytes: usize, stream: u32 },
+}
+
+/// The windows of one link's streams, settled by the two hellos.
+#[derive(Clone)]
+pub(super) struct Windows {
+    /// The credit a new stream starts with for sending: the peer's window.
+    send_initial: usize,
+    /// The most credit the peer may give one stream.
+    send_max: usize,
+    /// The window a new stream starts with for receiving: ours.
+    receive_initial: usize,
+    /// Bytes lent to this link's streams beyond `receive_initial`, at most
+    /// [`MAX_LINK_GROWTH`]; `None` when windows do not grow.
+    growth: Option<Arc<AtomicUsize>>,
+}
+
+impl Windows {
+    /// Windows grow when both sides name theirs; otherwise (a peer of
+    /// before, or a test playing one) both keep [`FIXED_WINDOW`].
+    pub(super) fn settle(ours: &Hello, peer: &Hello) -> Windows {
+        match (ours.window, peer.window) {
+            (Some(ours), Some(theirs)) => Windows {
+                send_initial: (theirs as usize).min(MAX_WINDOW),
+                send_max: MAX_WINDOW,
+                receive_initial: (ours as usize).min(MAX_WINDOW),
+                growth: Some(Arc::new(AtomicUsize::new(0))),
+            },
+            _ => Windows {
+                send_initial: FIXED_WINDOW,
+                send_max: FIXED_WINDOW,
+                receive_initial: FIXED_WINDOW,
+                growth: None,
+            },
+        }
+    }
 }
 
 /// One end of a stream. Cheap to clone: clones share the stream, so a daemon
@@ -258,9 +339,16 @@ impl StreamHandle {
     }
 
     /// Bytes received on this stream and not yet taken by `recv`; never more
-    /// than [`INITIAL_WINDOW`]. For tests and diagnostics.
+    /// than [`receive_window`](Self::receive_window). For tests and
+    /// diagnostics.
     pub fn buffered(&self) -> usize {
         self.stream().lock().buffered
+    }
+
+    /// The window this side gives the peer on this stream now: what it may
+    /// have in flight and buffered here. For tests and diagnostics.
+    pub fn receive_window(&self) -> usize {
+        self.stream().lock().window
     }
 
     fn stream(&self) -> &Arc<Stream> {
@@ -339,6 +427,10 @@ pub(super) struct Stream {
     /// The other side's role, for messages.
     peer: Role,
     state: Mutex<State>,
+    /// The link's pool that widened windows are lent from (see [`Windows`]).
+    growth: Option<Arc<AtomicUsize>>,
+    /// The most credit the peer may give this stream.
+    send_max: usize,
     /// Something for `recv`/`recv_reply` arrived, or the stream ended.
     readable: Notify,
     /// Credit arrived, or the stream ended.
@@ -382,6 +474,10 @@ struct State {
     peer_credit: usize,
     /// Bytes taken by the application and not yet granted back.
     unacked: usize,
+    /// The receive window: `peer_credit + buffered + unacked`.
+    window: usize,
+    /// What of `window` is lent from the link's growth pool.
+    lent: usize,
     /// A grant for this stream waits for the writer task.
     grant_queued: bool,
     stdout: Chunks,
@@ -396,18 +492,28 @@ struct State {
 }
 
 impl Stream {
-    pub(super) fn new(id: u32, opener: bool, peer: Role, streaming: bool) -> Stream {
+    pub(super) fn new(id: u32, opener: bool, peer: Role, streaming: bool, windows: &Windows) -> Stream {
         let state = State {
             streaming,
             // A request that does not stream carries no bytes from the
             // opener: only the reply is left.
             out_done: opener && !streaming,
             in_done: !opener && !streaming,
-            send_credit: INITIAL_WINDOW,
-            peer_credit: INITIAL_WINDOW,
+            send_credit: windows.send_initial,
+            peer_credit: windows.receive_initial,
+            window: windows.receive_initial,
             ..State::default()
         };
-        Stream { id, opener, peer, state: Mutex::new(state), readable: Notify::new(), writable: Notify::new() }
+        Stream {
+            id,
+            opener,
+            peer,
+            state: Mutex::new(state),
+            growth: windows.growth.clone(),
+            send_max: windows.send_max,
+            readable: Notify::new(),
+            writable: Notify::new(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -423,7 +529,7 @@ impl Stream {
 
     /// Applies a frame the peer sent on this stream. An error is a protocol
     /// violation (the link closes with it).
-    pub(super) fn on_frame(&self, kind: Kind, payload: Vec<u8>) -> Result<(), String> {
+    pub(super) fn on_frame(&self, kind: Kind, payload: Vec<u8>) -> Result<(), Violation> {
         let id = self.id;
         let result = match kind {
             Kind::Reply => self.on_reply(&payload),
@@ -440,16 +546,19 @@ impl Stream {
         result
     }
 
-    fn on_reply(&self, payload: &[u8]) -> Result<(), String> {
-        let id = self.id;
+    fn on_reply(&self, payload: &[u8]) -> Result<(), Violation> {
+        let stream = self.id;
         if !self.opener {
-            return Err(format!("a reply on stream {id}, which it opened itself"));
+            return Err(Violation::ReplyToItself { stream });
         }
-        let response: Response =
-            serde_json::from_slice(payload).map_err(|e| format!("unreadable reply on stream {id}: {e}"))?;
+        let response: Response = serde_json::from_slice(payload).map_err(|source| Violation::Unreadable {
+            what: "reply",
+            stream,
+            source,
+        })?;
         let mut state = self.lock();
         if state.replied {
-            return Err(format!("a second reply on stream {id}"));
+            return Err(Violation::Twice { what: "reply", stream });
         }
         state.replied = true;
         if response.ends_stream(state.streaming) {
@@ -459,38 +568,44 @@ impl Stream {
         Ok(())
     }
 
-    fn on_exit(&self, payload: &[u8]) -> Result<(), String> {
-        let id = self.id;
-        let status: ExitStatus =
-            serde_json::from_slice(payload).map_err(|e| format!("unreadable exit status on stream {id}: {e}"))?;
+    fn on_exit(&self, payload: &[u8]) -> Result<(), Violation> {
+        let stream = self.id;
+        let status: ExitStatus = serde_json::from_slice(payload).map_err(|source| Violation::Unreadable {
+            what: "exit status",
+            stream,
+            source,
+        })?;
         let mut state = self.lock();
         if state.eof_received {
-            return Err(format!("an exit status after eof on stream {id}"));
+            return Err(Violation::AfterEof { what: "an exit status", stream });
         }
         if state.exit.is_some() {
-            return Err(format!("a second exit status on stream {id}"));
+            return Err(Violation::Twice { what: "exit status", stream });
         }
         state.exit = Some(status);
         Ok(())
     }
 
-    fn on_window(&self, payload: &[u8]) -> Result<(), String> {
-        let id = self.id;
+    fn on_window(&self, payload: &[u8]) -> Result<(), Violation> {
+        let stream = self.id;
         let bytes: [u8; 4] =
-            payload.try_into().map_err(|_| format!("a {}-byte window frame on stream {id}", payload.len()))?;
+            payload.try_into().map_err(|_| Violation::WindowLength { length: payload.len(), stream })?;
         let mut state = self.lock();
         state.send_credit += u32::from_be_bytes(bytes) as usize;
-        if state.send_credit > INITIAL_WINDOW {
-            // An honest receiver only returns what it received, so credit
-            // can never exceed the window: the peer's accounting is broken.
-            return Err(format!("credit beyond the window on stream {id}"));
+        if state.send_credit > self.send_max {
+            // An honest receiver returns what it received and widens up to
+            // the widest window only: the peer's accounting is broken.
+            return Err(Violation::CreditBeyondWindow { stream });
         }
         Ok(())
     }
 
-    fn on_reset(&self, payload: &[u8]) -> Result<(), String> {
-        let reason: Reason =
-            serde_json::from_slice(payload).map_err(|e| format!("unreadable reset on stream {}: {e}", self.id))?;
+    fn on_reset(&self, payload: &[u8]) -> Result<(), Violation> {
+        let reason: Reason = serde_json::from_slice(payload).map_err(|source| Violation::Unreadable {
+            what: "reset",
+            stream: self.id,
+            source,
+        })?;
         let mut state = self.lock();
         if state.abort.is_none() {
             state.abort = Some(Abort::Peer(reason.message));
@@ -511,7 +626,8 @@ impl Stream {
         self.wake_all();
     }
 
-    /// For the writer task: the credit to grant now, if any.
+    /// For the writer task: the credit to grant now, if any: what the
+    /// application took, plus what widens the window (see [`Windows`]).
     pub(super) fn take_grant(&self) -> Option<u32> {
         let mut state = self.lock();
         state.grant_queued = false;
@@ -519,8 +635,29 @@ impl Stream {
         if credit == 0 || state.in_done || state.abort.is_some() {
             return None;
         }
-        state.peer_credit += credit;
-        Some(u32::try_from(credit).expect("credit is at most the window"))
+        let wider = self.widen(&mut state);
+        state.peer_credit += credit + wider;
+        Some(u32::try_from(credit + wider).expect("credit is at most the widest window"))
+    }
+
+    /// Doubles the window, up to [`MAX_WINDOW`], with what the link's pool
+    /// has left; returns the bytes added.
+    fn widen(&self, state: &mut State) -> usize {
+        let Some(pool) = &self.growth else { return 0 };
+        let want = state.window.min(MAX_WINDOW.saturating_sub(state.window));
+        if want == 0 {
+            return 0;
+        }
+        let lent = pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            (used < MAX_LINK_GROWTH).then(|| used + want.min(MAX_LINK_GROWTH - used))
+        });
+        let got = match lent {
+            Ok(used) => want.min(MAX_LINK_GROWTH - used),
+            Err(_) => 0,
+        };
+        state.window += got;
+        state.lent += got;
+        got
     }
 
     /// The handle's last clone is gone: the reset message to send, if the
@@ -536,6 +673,16 @@ impl Stream {
         } else {
             "the stream was dropped before it finished".to_owned()
         })
+    }
+}
+
+impl Drop for Stream {
+    /// The stream's buffers go with it: so does what its window borrowed.
+    fn drop(&mut self) {
+        let lent = self.state.get_mut().map_or_else(|poison| poison.into_inner().lent, |state| state.lent);
+        if let (Some(pool), true) = (&self.growth, lent > 0) {
+            pool.fetch_sub(lent, Ordering::AcqRel);
+        }
     }
 }
 
@@ -570,13 +717,14 @@ impl State {
         Ok(())
     }
 
-    fn on_bytes(&mut self, id: u32, kind: Kind, payload: Vec<u8>) -> Result<(), String> {
+    fn on_bytes(&mut self, stream: u32, kind: Kind, payload: Vec<u8>) -> Result<(), Violation> {
         if self.eof_received {
-            return Err(format!("{kind} after eof on stream {id}"));
+            let what = if kind == Kind::Stderr { "stderr" } else { "data" };
+            return Err(Violation::AfterEof { what, stream });
         }
         let n = payload.len();
         if n > self.peer_credit {
-            return Err(format!("{n} bytes beyond the window on stream {id}"));
+            return Err(Violation::BeyondWindow { bytes: n, stream });
         }
         self.peer_credit -= n;
         if n == 0 || self.in_done || self.abort.is_some() {
@@ -590,9 +738,9 @@ impl State {
         Ok(())
     }
 
-    fn on_eof(&mut self, id: u32) -> Result<(), String> {
+    fn on_eof(&mut self, stream: u32) -> Result<(), Violation> {
         if self.eof_received {
-            return Err(format!("a second eof on stream {id}"));
+            return Err(Violation::Twice { what: "eof", stream });
         }
         self.eof_received = true;
         self.in_done = true;
@@ -659,8 +807,10 @@ impl State {
     }
 
     fn wants_grant(&mut self) -> bool {
-        let wanted =
-            !self.grant_queued && self.unacked >= WINDOW_UPDATE_THRESHOLD && !self.in_done && self.abort.is_none();
+        // A quarter window: a bulk transfer costs one 13-byte `Window` frame
+        // per quarter instead of one per chunk, and three quarters of the
+        // window stay usable while the grant is on its way.
+        let wanted = !self.grant_queued && self.unacked >= self.window / 4 && !self.in_done && self.abort.is_none();
         if wanted {
             self.grant_queued = true;
         }
@@ -692,19 +842,4 @@ fn json_frame<T: Serialize>(kind: Kind, id: u32, value: &T) -> Result<Frame, Str
 
 fn empty_frame(kind: Kind, id: u32) -> Frame {
     Frame::new(kind, id, Vec::new()).expect("an empty payload is under the cap")
-}
-
-/// A `Reset` or `Refuse` frame; the message is cut to [`MAX_REASON`] bytes so
-/// the frame always fits.
-pub(super) fn reason_frame(kind: Kind, id: u32, mut message: String) -> Frame {
-    if message.len() > MAX_REASON {
-        let mut cut = MAX_REASON;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-    }
-    let payload = serde_json::to_vec(&Reason { message }).expect("a string always encodes");
-    debug_assert!(payload.len() <= MAX_PAYLOAD);
-    Frame::new(kind, id, payload).expect("a cut reason fits in a frame")
 }
