@@ -14,7 +14,7 @@ pub struct Term {
     master: Option<std::fs::File>,
     /// Dropped to stop the reader, whose copy of the master must close too
     /// before the terminal is really closed.
-    stop: Option<std::io::PipeWriter>,
+    stop: Option<OwnedFd>,
     reader: Option<std::thread::JoinHandle<()>>,
     child: Child,
     seen: Arc<(Mutex<Vec<u8>>, Condvar)>,
@@ -62,7 +62,7 @@ impl Term {
         let sink = seen.clone();
         let paused = Arc::new((Mutex::new(false), Condvar::new()));
         let gate = paused.clone();
-        let (stopped, stop) = std::io::pipe().expect("pipe");
+        let (stopped, stop) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
         let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 16 * 1024];
             loop {
