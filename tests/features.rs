@@ -109,8 +109,20 @@ impl std::ops::Deref for FeatureWorkspace {
 
 impl Drop for FeatureWorkspace {
     fn drop(&mut self) {
+        // The named volumes fixture features mount go with their rooms.
+        let mut volumes = Vec::new();
         for id in self.ws.containers() {
+            let names = docker(&["inspect", &id, "--format", "{{range .Mounts}}{{.Name}} {{end}}"]);
+            volumes.extend(
+                String::from_utf8_lossy(&names.stdout)
+                    .split_whitespace()
+                    .filter(|n| n.starts_with("wr-feature-"))
+                    .map(String::from),
+            );
             remove_container(&id);
+        }
+        for volume in volumes {
+            let _ = docker(&["volume", "rm", "-f", &volume]);
         }
         let mut images = self.images.borrow().clone();
         images.dedup();
