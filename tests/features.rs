@@ -109,8 +109,20 @@ impl std::ops::Deref for FeatureWorkspace {
 
 impl Drop for FeatureWorkspace {
     fn drop(&mut self) {
+        // The named volumes fixture features mount go with their rooms.
+        let mut volumes = Vec::new();
         for id in self.ws.containers() {
+            let names = docker(&["inspect", &id, "--format", "{{range .Mounts}}{{.Name}} {{end}}"]);
+            volumes.extend(
+                String::from_utf8_lossy(&names.stdout)
+                    .split_whitespace()
+                    .filter(|n| n.starts_with("wr-feature-"))
+                    .map(String::from),
+            );
             remove_container(&id);
+        }
+        for volume in volumes {
+            let _ = docker(&["volume", "rm", "-f", &volume]);
         }
         let mut images = self.images.borrow().clone();
         images.dedup();
@@ -487,12 +499,24 @@ fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config
         "cat /usr/local/share/wr-order",
         "cat /usr/local/share/wr-options/values",
         "cat /usr/local/share/wr-dependent/saw",
-        "cat /tmp/wr-service-hooks",
         "wr-base",
         "id -un",
     ] {
         assert_eq!(ours.exec_ok(&["sh", "-c", cmd]), theirs_exec(cmd), "{cmd}");
     }
+    // The same hooks in the same order. Under load the reference's last
+    // hook may still be writing when its `up` has answered: read its file
+    // (with docker, in a few ms) until it says what ours does, or time out.
+    let ours_hooks = ours.exec_ok(&["cat", "/tmp/wr-service-hooks"]);
+    let deadline = std::time::Instant::now() + HOOKS_WAIT;
+    loop {
+        let theirs_hooks = docker(&["exec", &their_container[0], "cat", "/tmp/wr-service-hooks"]);
+        if stdout(&theirs_hooks) == ours_hooks || std::time::Instant::now() >= deadline {
+            assert_eq!(stdout(&theirs_hooks), ours_hooks, "the hooks' file");
+            break;
+        }
+    }
+    assert_eq!(ours_hooks, "service-postcreate\nconfig-postcreate\nservice-poststart\n");
     // The same env in exec: the features', the config's and the remote
     // env, as the user's login shell gives it. Aside: the container's name;
     // what a shell of theirs adds (PWD, SHLVL) and the login variables we
@@ -554,6 +578,10 @@ fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config
     assert_eq!(ours_after["remoteUser"], "dev");
     assert_eq!(ours_after["capAdd"], json!(["SYS_PTRACE"]));
 }
+
+/// How long the reference's hooks may take to finish after its `up`
+/// answered, on a loaded machine.
+const HOOKS_WAIT: Duration = Duration::from_secs(60);
 
 /// The last JSON line a reference command printed on stdout.
 fn reference_json(out: &std::process::Output) -> Value {

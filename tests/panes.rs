@@ -416,6 +416,47 @@ fn capture_send_and_wait_drive_panes_in_two_rooms() {
 }
 
 #[test]
+fn wait_and_capture_answer_in_json_and_capture_keeps_colours_with_escapes() {
+    let ws = Workspace::image(BUSYBOX);
+    let mut term = shell(&ws, 24, 80);
+    term.send(b"echo $((1+1))ready\r");
+    term.expect("2ready", GUARD);
+    term.send(b"printf '\\033[31mred-%s\\033[0m plain\\n' $((2*3))\r");
+    // Only the evaluation prints red-6 (the typed line says red-%s).
+    term.expect("red-6", GUARD);
+    term.send(DETACH);
+    assert_eq!(term.wait(GUARD), 0);
+
+    let waited = ws.workroom(&["wait", "--json", "--for", "red-[0-9]+", "--timeout", "60"]);
+    assert!(waited.status.success(), "wait: {}", stderr(&waited));
+    let answer: serde_json::Value = serde_json::from_slice(&waited.stdout).expect("wait --json is JSON");
+    assert_eq!(answer, serde_json::json!({ "pane": "main", "match": "red-6", "line": "red-6 plain" }));
+
+    let captured = ws.workroom(&["capture", "--json"]);
+    assert!(captured.status.success(), "capture: {}", stderr(&captured));
+    let answer: serde_json::Value = serde_json::from_slice(&captured.stdout).expect("capture --json is JSON");
+    assert_eq!(
+        (answer["pane"].as_str(), answer["rows"].as_u64(), answer["cols"].as_u64()),
+        (Some("main"), Some(24), Some(80))
+    );
+    assert!(answer["changes"].as_u64().is_some_and(|n| n > 0), "{answer}");
+    let lines: Vec<&str> = answer["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(lines.contains(&"red-6 plain"), "{lines:?}");
+
+    // Plain text has no escapes; --escapes keeps the colour around red-6 alone.
+    let plain = stdout(&ws.workroom(&["capture", "--lines", "30"]));
+    assert!(plain.lines().any(|l| l == "red-6 plain") && !plain.contains('\u{1b}'), "{plain:?}");
+    let coloured = stdout(&ws.workroom(&["capture", "--escapes", "--lines", "30"]));
+    let line = coloured.lines().find(|l| l.contains("red-6")).unwrap_or_else(|| panic!("{coloured:?}"));
+    let mut screen = vt100::Parser::new(1, 80, 0);
+    screen.process(line.as_bytes());
+    let cell = |col| screen.screen().cell(0, col).unwrap().clone();
+    assert_eq!(screen.screen().contents(), "red-6 plain");
+    assert_eq!(cell(0).fgcolor(), vt100::Color::Idx(1), "red-6 is red: {line:?}");
+    assert_eq!(cell(6).fgcolor(), vt100::Color::Default, "plain is not: {line:?}");
+}
+
+#[test]
 fn a_passwd_shell_missing_from_the_image_falls_back_to_sh_with_a_note() {
     let ws = Workspace::new(serde_json::json!({
         "image": BUSYBOX,

@@ -192,6 +192,9 @@ pub enum Cmd {
         /// Keep colours and attributes as escape sequences.
         #[arg(long)]
         escapes: bool,
+        /// One JSON object: the pane, its size, its change count and its lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Type into a pane: the words joined by spaces, or with --keys tmux's
     /// key names (Enter, Tab, Escape, Up, C-c, M-x, F5, ...) among plain words.
@@ -372,7 +375,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command).await,
             Cmd::Shell { room, pane, detach_keys } => shell_cmd::shell(&room, &pane, detach_keys.as_deref()).await,
             Cmd::Panes { room, json } => shell_cmd::panes(&room, json).await,
-            Cmd::Capture { room, pane, lines, escapes } => pane_cmd::capture(&room, &pane, lines, escapes).await,
+            Cmd::Capture { room, pane, lines, escapes, json } => {
+                pane_cmd::capture(&room, &pane, lines, escapes, json).await
+            }
             Cmd::Send { room, pane, keys, text } => pane_cmd::send(&room, &pane, keys, &text).await,
             Cmd::Wait { room, pane, pattern, timeout, json } => {
                 pane_cmd::wait(&room, &pane, &pattern, timeout, json).await

@@ -24,11 +24,19 @@ pub(super) async fn connect(args: &RoomArgs) -> anyhow::Result<RoomLink> {
 }
 
 /// One capture: the change count it belongs to, and the text.
-async fn capture_once(link: &RoomLink, request: CaptureRequest) -> anyhow::Result<(u64, Vec<u8>)> {
+/// A pane's text as the daemon gave it, with its size and change count.
+struct Captured {
+    changes: u64,
+    rows: u16,
+    cols: u16,
+    text: Vec<u8>,
+}
+
+async fn capture_once(link: &RoomLink, request: CaptureRequest) -> anyhow::Result<Captured> {
     let pane = request.pane.clone();
     let handle = link.link().open(Request::CapturePane(request)).await?;
-    let changes = match handle.recv_reply().await? {
-        Response::Captured { changes, .. } => changes,
+    let (changes, rows, cols) = match handle.recv_reply().await? {
+        Response::Captured { changes, rows, cols } => (changes, rows, cols),
         Response::Error { message } => bail!("{message}"),
         other => bail!("the daemon answered {other:?} to capturing pane {pane}"),
     };
@@ -41,13 +49,28 @@ async fn capture_once(link: &RoomLink, request: CaptureRequest) -> anyhow::Resul
             _ => {}
         }
     }
-    Ok((changes, text))
+    Ok(Captured { changes, rows, cols, text })
 }
 
-pub async fn capture(args: &RoomArgs, pane: &str, lines: Option<u32>, escapes: bool) -> anyhow::Result<i32> {
+pub async fn capture(
+    args: &RoomArgs,
+    pane: &str,
+    lines: Option<u32>,
+    escapes: bool,
+    as_json: bool,
+) -> anyhow::Result<i32> {
     let link = connect(args).await?;
     let request = CaptureRequest { pane: pane.into(), lines, escapes, ..Default::default() };
-    let (_, text) = capture_once(&link, request).await?;
+    let Captured { changes, rows, cols, text } = capture_once(&link, request).await?;
+    if as_json {
+        // The lines as strings (escapes, with --escapes, as JSON escapes them).
+        let text = String::from_utf8_lossy(&text);
+        let lines: Vec<&str> = text.lines().collect();
+        let answer =
+            serde_json::json!({ "pane": pane, "rows": rows, "cols": cols, "changes": changes, "lines": lines });
+        crate::output::print_json(&answer)?;
+        return Ok(0);
+    }
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(&text)?;
@@ -85,7 +108,7 @@ pub async fn wait(
         let request =
             CaptureRequest { pane: pane.into(), screen_only: true, changed_since: since, ..Default::default() };
         let asked = capture_once(&link, request);
-        let (changes, text) = match deadline {
+        let Captured { changes, text, .. } = match deadline {
             Some(at) => match tokio::time::timeout_at(at, asked).await {
                 Ok(answer) => answer?,
                 Err(_) => {

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 
 pub struct Term {
     master: Option<std::fs::File>,
+    /// Dropped to stop the reader, whose copy of the master must close too
+    /// before the terminal is really closed.
+    stop: Option<OwnedFd>,
+    reader: Option<std::thread::JoinHandle<()>>,
     child: Child,
     seen: Arc<(Mutex<Vec<u8>>, Condvar)>,
     /// While set, nothing is read from the terminal: a slow client.
@@ -29,6 +33,11 @@ impl Term {
     pub fn spawn_with_env(program: &str, args: &[&str], rows: u16, cols: u16, env: &[(&str, &str)]) -> Term {
         let ws = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
         let pty = nix::pty::openpty(Some(&ws), None).expect("openpty");
+        // Not inherited by this program (nor by what other tests spawn
+        // meanwhile): a master open anywhere else keeps the terminal open
+        // after `hang_up`.
+        nix::fcntl::fcntl(&pty.master, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+            .expect("FD_CLOEXEC on the master");
         let slave: OwnedFd = pty.slave;
         let mut cmd = Command::new(program);
         cmd.envs(env.iter().copied());
@@ -53,10 +62,26 @@ impl Term {
         let sink = seen.clone();
         let paused = Arc::new((Mutex::new(false), Condvar::new()));
         let gate = paused.clone();
-        std::thread::spawn(move || {
+        let (stopped, stop) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 16 * 1024];
             loop {
                 drop(gate.1.wait_while(gate.0.lock().unwrap(), |p| *p).unwrap());
+                // The master, or the stop pipe's end (hang_up): whichever first.
+                let mut fds = [
+                    libc::pollfd { fd: reader.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                    libc::pollfd { fd: stopped.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                ];
+                // SAFETY: poll reads and writes the two pollfds of `fds`.
+                if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                    if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    break;
+                }
+                if fds[1].revents != 0 {
+                    break;
+                }
                 let Ok(n) = reader.read(&mut buf) else { break };
                 if n == 0 {
                     break;
@@ -65,7 +90,7 @@ impl Term {
                 sink.1.notify_all();
             }
         });
-        Term { master: Some(master), child, seen, paused, mark: 0 }
+        Term { master: Some(master), stop: Some(stop), reader: Some(reader), child, seen, paused, mark: 0 }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {
@@ -83,14 +108,16 @@ impl Term {
         self.paused.1.notify_all();
     }
 
-    /// Closes the terminal, as closing its window does: the kernel hangs
-    /// up the session, whose leader (the program) gets SIGHUP. The reader
-    /// thread holds the master too, so the signal is sent as the kernel
-    /// would, and our side of the terminal is closed.
+    /// Closes the terminal, as closing its window does: every copy of the
+    /// master is closed (the reader's first), and the kernel hangs up the
+    /// session: its leader (the program) gets SIGHUP, its reads end.
     pub fn hang_up(&mut self) {
+        self.stop = None;
+        self.resume();
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the reader thread");
+        }
         self.master = None;
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP);
     }
 
     /// Everything the terminal received so far, as bytes.
