@@ -51,11 +51,21 @@ fn up_json_prints_one_line_with_the_reference_clis_keys() {
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     // As `devcontainer up` 0.89.0 printed them for an image config (checked
     // with `node /work/ref/package/devcontainer.js up --workspace-folder`).
-    // Then workroom's own: the platform of the room's daemon.
+    // Then workroom's own: the platform of the room's daemon, and how the
+    // room got its workspace (a local engine sees the folder: a bind).
     assert_eq!(
         keys,
-        ["outcome", "containerId", "remoteUser", "remoteWorkspaceFolder", "ociAuthDiagnostics", "platform"]
+        [
+            "outcome",
+            "containerId",
+            "remoteUser",
+            "remoteWorkspaceFolder",
+            "ociAuthDiagnostics",
+            "platform",
+            "workspace"
+        ]
     );
+    assert_eq!(v["workspace"]["mode"], "bind", "{v}");
     assert_eq!(v["outcome"], "success");
     assert_eq!(v["remoteUser"], "root");
     assert_eq!(v["remoteWorkspaceFolder"], json!(ws.remote_folder()));
