@@ -146,7 +146,8 @@ fn up_json_prints_the_reference_result_shape() {
     assert!(out.status.success(), "{}", stderr(&out));
     let result = parse_json(&out);
     let id = docker_ok(&["inspect", &ws.room_name(), "--format", "{{.Id}}"]);
-    // The reference's keys, and the platform of the room's daemon.
+    // The reference's keys, the platform of the room's daemon and the
+    // workspace decision.
     let platform = docker_ok(&["image", "inspect", DEBIAN_USER, "--format", "{{.Os}}/{{.Architecture}}"]);
     assert_eq!(
         result,
@@ -161,6 +162,8 @@ fn up_json_prints_the_reference_result_shape() {
                 "registryRedirectWouldPreventCredentialForwarding": false,
                 "authServerRedirect": false,
             },
+            // How the room got its workspace: a local engine sees the folder.
+            "workspace": { "mode": "bind", "volume": null, "reason": "engine sees the folder" },
         })
     );
 }
@@ -730,34 +733,44 @@ fn four_concurrent_up_recreates_all_succeed_with_one_new_room_whose_hooks_ran_on
     assert_eq!(docker_ok(&["exec", &now[0], "cat", "/tmp/post-create.log"]), "ran");
 }
 
-/// Starts `up` and SIGKILLs it the moment its room shows as created; true
-/// if the room was then still unstarted (the kill landed between create and
-/// start). Not SIGSTOP: a stopped client mid-upload holds the container's
-/// lock in the engine, and every inspect of it waits.
+/// Starts `up` and SIGKILLs it the moment the engine reports its room
+/// created (an event, not a poll: a `docker inspect` every ~50 ms missed the
+/// window on a loaded machine); true if the room was then still unstarted
+/// (the kill landed between create and start). Not SIGSTOP: a stopped client
+/// mid-upload holds the container's lock in the engine, and every inspect of
+/// it waits.
+/// How long one try waits for its room's create event: an `up` of a present
+/// busybox image creates within a second or two even on a loaded machine.
+const EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn kill_up_between_create_and_start(ws: &Workspace) -> bool {
     use nix::sys::signal::{kill, Signal};
+    use std::io::BufRead;
+    let name = ws.room_name();
+    // From a moment before `up` starts (so no subscription race), and
+    // ending by itself: a missed event cannot hang the test.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let (since, until) = (format!("{:.3}", now - 1.0), format!("{:.3}", now + EVENT_WAIT.as_secs_f64()));
+    let mut events = Command::new("docker")
+        .args(["events", "--since", &since, "--until", &until])
+        .args(["--filter", "type=container", "--filter", "event=create"])
+        .args(["--filter", &format!("container={name}"), "--format", "{{.Action}}"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker events");
+    let mut created = std::io::BufReader::new(events.stdout.take().unwrap()).lines();
     let mut up = ws.command(&["up"]);
     up.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     let mut up = up.spawn().expect("start up");
     let pid = nix::unistd::Pid::from_raw(up.id() as i32);
-    let name = ws.room_name();
-    let state =
-        || String::from_utf8_lossy(&docker(&["inspect", "-f", "{{.State.Status}}", &name]).stdout).trim().to_string();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let caught = loop {
-        let now = state();
-        if now == "created" {
-            kill(pid, Signal::SIGKILL).unwrap();
-            up.wait().unwrap();
-            return state() == "created";
-        }
-        if now == "running" || std::time::Instant::now() > deadline {
-            break false;
-        }
-    };
+    let seen = matches!(created.next(), Some(Ok(line)) if line == "create");
     kill(pid, Signal::SIGKILL).unwrap();
     up.wait().unwrap();
-    caught
+    let _ = events.kill();
+    let _ = events.wait();
+    let state =
+        String::from_utf8_lossy(&docker(&["inspect", "-f", "{{.State.Status}}", &name]).stdout).trim().to_string();
+    seen && state == "created"
 }
 
 #[test]
