@@ -510,7 +510,7 @@ fn a_compose_room_has_panes_forwarded_ports_and_the_hosts_ssh_agent_like_any_roo
     ws.exec_ok(&["sh", "-c", &serve]);
     let deadline = std::time::Instant::now() + ANSWER_WAIT;
     let body = loop {
-        let body = http_get(port);
+        let body = http_get(port, "/index.html");
         if body.ends_with("from the compose room\n") || std::time::Instant::now() > deadline {
             break body;
         }
@@ -529,16 +529,6 @@ fn a_compose_room_has_panes_forwarded_ports_and_the_hosts_ssh_agent_like_any_roo
     term.expect("-/workspace", ANSWER_WAIT);
     term.send(b"exit 3\r");
     assert_eq!(term.wait(ANSWER_WAIT), 3, "the pane's exit status ends `shell`");
-}
-
-fn http_get(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
-    let _ = write!(s, "GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
 }
 
 #[test]

@@ -226,16 +226,6 @@ fn a_named_room_with_peers_is_another_container_than_its_plain_namesake() {
 
 /// `GET /` on the host's `port` with a read deadline: a forwarder whose link
 /// hangs makes this time out rather than hang the test.
-fn http_get(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _ = write!(s, "GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
-}
-
 #[test]
 fn after_a_docker_restart_of_a_peer_room_up_forwards_its_ports_again() {
     let scope = PeerScope::new("fwd");
@@ -249,7 +239,7 @@ fn after_a_docker_restart_of_a_peer_room_up_forwards_its_ports_again() {
     );
     ws.up();
     ws.exec_ok(&["sh", "-c", &httpd]);
-    eventually("the forwarded port to answer", AGENT_READY_WAIT, || http_get(port).ends_with("hi\n"));
+    eventually("the forwarded port to answer", AGENT_READY_WAIT, || http_get(port, "/index.html").ends_with("hi\n"));
     let pid_file = state.path().join("workroom").join(format!("{}.pid", ws.room_name()));
     let forwarder = || std::fs::read_to_string(&pid_file).unwrap_or_default().trim().to_string();
     let alive = |pid: &str| !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists();
@@ -260,7 +250,9 @@ fn after_a_docker_restart_of_a_peer_room_up_forwards_its_ports_again() {
     eventually("the old forwarder to notice the restart and end", AGENT_READY_WAIT, || !alive(&before));
     ws.up();
     ws.exec_ok(&["sh", "-c", &httpd]);
-    eventually("the forwarded port to answer after the restart", AGENT_READY_WAIT, || http_get(port).ends_with("hi\n"));
+    eventually("the forwarded port to answer after the restart", AGENT_READY_WAIT, || {
+        http_get(port, "/index.html").ends_with("hi\n")
+    });
     drop(held);
     let after = forwarder();
     assert!(alive(&after) && after != before, "up started no new forwarder");

@@ -11,7 +11,6 @@ use common::*;
 use pty::Term;
 use remote_support::sshd::{FarSide, Sshd};
 use remote_support::SecondEngine;
-use std::io::{Read, Write};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -66,15 +65,6 @@ impl RemoteWorkspace {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
 }
 
 #[test]

@@ -284,3 +284,19 @@ pub fn reference_cli() -> (tempfile::TempDir, PathBuf) {
     assert!(js.is_file(), "{} holds no package/devcontainer.js", tgz.display());
     (dir, js)
 }
+
+/// How long a test's HTTP GET waits for the whole answer (a forwarded port
+/// crosses the daemon link; seconds on a loaded machine).
+pub const HTTP_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `GET path` from 127.0.0.1:port over HTTP/1.0: the whole answer (status
+/// line, headers and body), empty when nothing listens there yet.
+pub fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    s.set_read_timeout(Some(HTTP_READ_WAIT)).unwrap();
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
