@@ -190,30 +190,27 @@ fn exec_exits_125_saying_the_room_stopped_when_the_room_is_stopped_under_it() {
     exec_exits_125_saying_the_room_stopped_when(&["stop", "-t", "1"]);
 }
 
-#[test]
-fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when_the_room_is_killed_under_it() {
+fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when(docker_args: &[&str]) {
     let ws = Workspace::image(BUSYBOX);
     ws.up();
     let mut term = on_a_terminal(&format!("{}; echo rc=$?", exec_line(&ws, "-t -- sh")));
     room_shell_answers(&mut term);
-    docker_ok(&["kill", &ws.room_name()]);
+    let room = ws.room_name();
+    docker_ok(&[docker_args, &[room.as_str()]].concat());
     let shown = term.expect("rc=", GUARD);
-    assert!(shown.contains(&format!("{} stopped while `sh` ran", ws.room_name())), "{shown}");
+    assert!(shown.contains(&format!("{room} stopped while `sh` ran")), "{shown}");
     term.expect("125", GUARD);
     assert_eq!(term.wait(GUARD), 0);
 }
 
 #[test]
+fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when_the_room_is_killed_under_it() {
+    exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when(&["kill"]);
+}
+
+#[test]
 fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when_the_room_is_stopped_under_it() {
-    let ws = Workspace::image(BUSYBOX);
-    ws.up();
-    let mut term = on_a_terminal(&format!("{}; echo rc=$?", exec_line(&ws, "-t -- sh")));
-    room_shell_answers(&mut term);
-    docker_ok(&["stop", "-t", "1", &ws.room_name()]);
-    let shown = term.expect("rc=", GUARD);
-    assert!(shown.contains(&format!("{} stopped while `sh` ran", ws.room_name())), "{shown}");
-    term.expect("125", GUARD);
-    assert_eq!(term.wait(GUARD), 0);
+    exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when(&["stop", "-t", "1"]);
 }
 
 #[test]

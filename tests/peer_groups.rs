@@ -103,22 +103,19 @@ fn two_uids_and_two_groups_share_sockets_pids_and_agents_only_within_their_own_g
 
     // A real AF_UNIX bind and chmod, as the agent CLI does: a `touch` would
     // pass where a real bind fails (wrong owner, mode or filesystem).
-    a_dev.exec_ok(&[
-        "python3",
-        "-c",
-        "import os, socket; s = socket.socket(socket.AF_UNIX); s.bind('/tmp/cc-socks/two.sock'); \
-         os.chmod('/tmp/cc-socks/two.sock', 0o600)",
-    ]);
-    let is_socket = |ws: &Workspace| ws.exec(&["test", "-S", "/tmp/cc-socks/two.sock"]).status.success();
+    let bind = |ws: &Workspace, path: &str| {
+        let script = format!(
+            "import os, socket; s = socket.socket(socket.AF_UNIX); s.bind({path:?}); os.chmod({path:?}, 0o600)"
+        );
+        ws.exec_ok(&["python3", "-c", &script]);
+    };
+    let is_socket_at = |ws: &Workspace, path: &str| ws.exec(&["test", "-S", path]).status.success();
+    bind(&a_dev, "/tmp/cc-socks/two.sock");
+    let is_socket = |ws: &Workspace| is_socket_at(ws, "/tmp/cc-socks/two.sock");
     assert_eq!(rooms.map(|(ws, _, _)| is_socket(ws)), [true, true, false, false, false], "a socket of a/1000 only");
     // And root's group shares within itself just the same.
-    a_root.exec_ok(&[
-        "python3",
-        "-c",
-        "import os, socket; s = socket.socket(socket.AF_UNIX); s.bind('/tmp/cc-socks/root.sock'); \
-         os.chmod('/tmp/cc-socks/root.sock', 0o600)",
-    ]);
-    let is_root_socket = |ws: &Workspace| ws.exec(&["test", "-S", "/tmp/cc-socks/root.sock"]).status.success();
+    bind(&a_root, "/tmp/cc-socks/root.sock");
+    let is_root_socket = |ws: &Workspace| is_socket_at(ws, "/tmp/cc-socks/root.sock");
     assert_eq!(rooms.map(|(ws, _, _)| is_root_socket(ws)), [false, false, true, true, false], "a socket of a/0 only");
 
     // A pid of a/1000 names that process in a/1000 only (other namespaces
