@@ -34,6 +34,10 @@ const MASTER_IDLE: Duration = Duration::from_secs(10);
 /// The most of a session's stderr kept for its error line.
 const STDERR_KEPT: usize = 4096;
 
+/// How long a session's end of output may wait for ssh's exit status, so
+/// that the reason is recorded before hyper reports a closed connection.
+const SESSION_SETTLE: Duration = Duration::from_secs(3);
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SshError {
     #[error("{host}: {problem}")]
@@ -126,6 +130,8 @@ fn ssh_command() -> Vec<String> {
 /// The command's one ssh connection.
 pub struct Master {
     target: Target,
+    /// The ssh program and its leading arguments.
+    ssh: Vec<String>,
     dir: tempfile::TempDir,
     /// The last session's failure, for the error line a broken HTTP
     /// connection cannot carry.
@@ -138,20 +144,20 @@ impl Master {
     }
 
     fn base(&self) -> std::process::Command {
-        let argv = ssh_command();
-        let mut cmd = std::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..]).arg("-S").arg(self.control());
+        let mut cmd = std::process::Command::new(&self.ssh[0]);
+        cmd.args(&self.ssh[1..]).arg("-S").arg(self.control());
         cmd
     }
 
     /// Starts the master; the one place where ssh's own failures show.
-    async fn start(target: Target) -> Result<Arc<Master>, SshError> {
+    async fn start(target: Target, ssh: Vec<String>) -> Result<Arc<Master>, SshError> {
         // Short, in /tmp: a control socket's path is limited to ~100 bytes.
         let dir = tempfile::Builder::new()
             .prefix("wr-ssh-")
             .tempdir_in("/tmp")
             .map_err(|e| SshError::Spawn { program: "ssh".into(), reason: e.to_string() })?;
-        let master = Arc::new(Master { target, dir, failure: Mutex::new(None) });
+        let program = ssh[0].clone();
+        let master = Arc::new(Master { target, ssh, dir, failure: Mutex::new(None) });
         let log = master.dir.path().join("master.log");
         let mut cmd = master.base();
         cmd.args(["-M", "-f", "-N", "-E"])
@@ -164,7 +170,6 @@ impl Master {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let program = ssh_command()[0].clone();
         let mut child = tokio::process::Command::from(cmd)
             .kill_on_drop(true)
             .spawn()
@@ -200,6 +205,7 @@ impl Master {
         // Whatever the session says on stderr and how it ends becomes the
         // error line, if the engine's answer never comes.
         let master = self.clone();
+        let (settled_tx, settled_rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let mut said = Vec::new();
             let _ = (&mut stderr).take(STDERR_KEPT as u64).read_to_end(&mut said).await;
@@ -208,8 +214,12 @@ impl Master {
             if let Some(failure) = classify_session(&master.target, status, &text) {
                 *master.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
             }
+            let _ = settled_tx.send(());
         });
-        Ok(DialStdio { stdin: Some(stdin), stdout })
+        let settled = Box::pin(async move {
+            let _ = tokio::time::timeout(SESSION_SETTLE, settled_rx).await;
+        });
+        Ok(DialStdio { stdin: Some(stdin), stdout, settled: Some(settled) })
     }
 
     /// What went wrong with the last session that failed, if one did.
@@ -266,6 +276,10 @@ pub struct DialStdio {
     /// does nothing.
     stdin: Option<tokio::process::ChildStdin>,
     stdout: tokio::process::ChildStdout,
+    /// Resolves once the session's exit is classified (or after
+    /// [`SESSION_SETTLE`]): the end of its output is held back until then,
+    /// so that a request failing on it finds the reason in `failure`.
+    settled: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 fn closed() -> std::io::Error {
@@ -274,7 +288,16 @@ fn closed() -> std::io::Error {
 
 impl AsyncRead for DialStdio {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stdout).poll_read(cx, buf)
+        let before = buf.filled().len();
+        std::task::ready!(Pin::new(&mut self.stdout).poll_read(cx, buf))?;
+        let at_end = buf.filled().len() == before && buf.remaining() > 0;
+        if at_end {
+            if let Some(settled) = self.settled.as_mut() {
+                std::task::ready!(settled.as_mut().poll(cx));
+                self.settled = None;
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -332,8 +355,16 @@ impl tower_service::Service<hyper::Uri> for Connector {
 /// A bollard client for the ssh engine `url`, with its master; `timeout` is
 /// bollard's per-request bound.
 pub async fn connect(url: &str, timeout: Duration) -> Result<(bollard::Docker, Arc<Master>), SshError> {
+    connect_with(url, timeout, ssh_command()).await
+}
+
+async fn connect_with(
+    url: &str,
+    timeout: Duration,
+    ssh: Vec<String>,
+) -> Result<(bollard::Docker, Arc<Master>), SshError> {
     let target = Target::parse(url)?;
-    let master = Master::start(target).await?;
+    let master = Master::start(target, ssh).await?;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(Connector { master: master.clone() });
     let failed = master.clone();
@@ -411,5 +442,38 @@ mod tests {
         let dial = classify_session(&target, Some(1), "Cannot connect to the Docker daemon at unix:///x\n").unwrap();
         assert!(matches!(dial, SshError::Dial { .. }), "{dial:?}");
         assert_eq!(classify_session(&target, Some(0), ""), None);
+    }
+
+    /// CI saw hyper's "connection closed before message completed" instead
+    /// of the missing docker CLI: the session's output ended before ssh's
+    /// exit status was read. A stand-in ssh that closes its output first
+    /// and says why a second later pins that order.
+    #[test]
+    fn a_session_whose_output_ends_before_its_reason_still_reports_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let ssh = dir.path().join("ssh");
+        std::fs::write(
+            &ssh,
+            "#!/bin/sh\n\
+             for a in \"$@\"; do case \"$a\" in -M|-O) exit 0;; esac; done\n\
+             exec >&-\n\
+             sleep 1\n\
+             echo 'sh: 1: docker: not found' >&2\n\
+             exit 127\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let err = runtime.block_on(async {
+            let (docker, _master) =
+                connect_with("ssh://root@h:2222", Duration::from_secs(20), vec![ssh.display().to_string()])
+                    .await
+                    .unwrap();
+            docker.ping().await.unwrap_err().to_string()
+        });
+        assert!(
+            err.contains("root@h:2222 has no docker CLI for `docker system dial-stdio` (sh: 1: docker: not found)"),
+            "{err}"
+        );
     }
 }
