@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use super::frame::{reason_frame, Decoder, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
 use super::handshake::{self, LinkError};
 use super::message::{Hello, Reason, Request, Response, Role};
-use super::stream::{Stream, StreamError, StreamHandle, Violation, Windows};
+use super::stream::{Carrier, Keepalive, Stream, StreamError, StreamHandle, Violation, Windows};
 use super::{HANDSHAKE_TIMEOUT, MAX_DATA_CHUNK, MAX_STREAMS};
 
 /// Frames waiting for the writer. With [`MAX_DATA_CHUNK`] chunks that is at
@@ -146,8 +146,9 @@ impl Link {
             Role::Daemon => 2,
         };
         let windows = Windows::settle(&ours, &peer);
-        let keepalive = Arc::new_cyclic(|keepalive| Keepalive {
-            shared: Arc::new(Shared {
+        let mut made = None;
+        let keepalive = Arc::new_cyclic(|keepalive| {
+            let shared = Arc::new(Shared {
                 windows,
                 ours,
                 peer: peer.clone(),
@@ -157,12 +158,14 @@ impl Link {
                 writer_wake: Notify::new(),
                 incoming: Mutex::new(Some(incoming_tx)),
                 closing: watch::Sender::new(None),
-                detached: AtomicUsize::new(0),
+                detached: Arc::new(AtomicUsize::new(0)),
                 keepalive: keepalive.clone(),
                 runtime: Handle::current(),
-            }),
+            });
+            made = Some(shared.clone());
+            Keepalive::new(shared)
         });
-        let shared = keepalive.shared.clone();
+        let shared = made.expect("new_cyclic ran its closure");
         tokio::spawn(read_loop(reader, decoder, shared.clone()));
         tokio::spawn(write_loop(writer, rx, shared.clone()));
         let link = Link { shared, keepalive, incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)) };
@@ -240,18 +243,6 @@ impl Link {
     }
 }
 
-/// Held by every [`Link`] clone and stream handle; when the last one drops,
-/// the link closes (gracefully: queued frames are still written).
-pub(super) struct Keepalive {
-    shared: Arc<Shared>,
-}
-
-impl Drop for Keepalive {
-    fn drop(&mut self) {
-        self.shared.close("this side closed the link".to_owned(), true);
-    }
-}
-
 #[derive(Debug)]
 struct Closed {
     reason: String,
@@ -259,12 +250,13 @@ struct Closed {
     graceful: bool,
 }
 
-/// What the link's tasks, the [`Link`] and the stream handles share.
-pub(super) struct Shared {
+/// What the link's tasks, the [`Link`] and (as their [`Carrier`]) the
+/// stream handles share.
+struct Shared {
     windows: Windows,
     ours: Hello,
     peer: Hello,
-    pub(super) tx: mpsc::Sender<Frame>,
+    tx: mpsc::Sender<Frame>,
     streams: Mutex<Streams>,
     /// Streams with credit to grant, for the writer.
     grants: Mutex<Vec<Arc<Stream>>>,
@@ -274,7 +266,7 @@ pub(super) struct Shared {
     /// Set once, when the link closes.
     closing: watch::Sender<Option<Closed>>,
     /// Spawned sends in flight (see [`MAX_DETACHED_SENDS`]).
-    detached: AtomicUsize,
+    detached: Arc<AtomicUsize>,
     /// Weak: the keepalive owns this struct. Upgraded to hand out handles
     /// for streams the peer opens.
     keepalive: Weak<Keepalive>,
@@ -301,62 +293,6 @@ impl Shared {
 
     fn is_closed(&self) -> bool {
         self.closing.borrow().is_some()
-    }
-
-    pub(super) fn close_reason(&self) -> String {
-        self.closing.borrow().as_ref().map_or_else(|| "the link is closing".to_owned(), |c| c.reason.clone())
-    }
-
-    /// Closes the link (the first reason wins): every stream is ended with
-    /// `reason`, `accept` returns `None`, the tasks stop.
-    pub(super) fn close(&self, reason: String, graceful: bool) {
-        let first = self.closing.send_if_modified(|closing| {
-            if closing.is_some() {
-                return false;
-            }
-            *closing = Some(Closed { reason: reason.clone(), graceful });
-            true
-        });
-        if !first {
-            return;
-        }
-        let streams: Vec<Arc<Stream>> = self.lock_streams().open.drain().map(|(_, s)| s).collect();
-        for stream in streams {
-            stream.link_lost(&reason);
-        }
-        lock(&self.incoming).take();
-        self.writer_wake.notify_one();
-    }
-
-    /// The stream's last handle is gone; frames for it are ignored from now.
-    pub(super) fn forget(&self, id: u32) {
-        self.lock_streams().open.remove(&id);
-    }
-
-    pub(super) fn queue_grant(&self, stream: Arc<Stream>) {
-        lock(&self.grants).push(stream);
-        self.writer_wake.notify_one();
-    }
-
-    /// Queues a frame without waiting, for callers that cannot await (drops)
-    /// or must not (the reader). Order with what the same stream queued
-    /// earlier is kept: those frames are already in the queue.
-    pub(super) fn send_soon(self: &Arc<Self>, frame: Frame) {
-        let frame = match self.tx.try_send(frame) {
-            Ok(()) | Err(TrySendError::Closed(_)) => return,
-            Err(TrySendError::Full(frame)) => frame,
-        };
-        if self.detached.fetch_add(1, Ordering::Relaxed) >= MAX_DETACHED_SENDS {
-            self.detached.fetch_sub(1, Ordering::Relaxed);
-            let peer = self.peer.role;
-            self.close(format!("the {peer} does not read what it is sent"), false);
-            return;
-        }
-        let shared = self.clone();
-        self.runtime.spawn(async move {
-            let _ = shared.tx.send(frame).await;
-            shared.detached.fetch_sub(1, Ordering::Relaxed);
-        });
     }
 
     fn violation(&self, source: Violation) -> Failure {
@@ -440,6 +376,68 @@ impl Shared {
             Some(payload) => self.send_soon(Frame::new(Kind::Reply, id, payload).expect("size checked")),
             None => self.send_soon(reason_frame(Kind::Reset, id, "unanswerable".to_owned())),
         }
+    }
+}
+
+impl Carrier for Shared {
+    fn queue(&self) -> &mpsc::Sender<Frame> {
+        &self.tx
+    }
+
+    fn close_reason(&self) -> String {
+        self.closing.borrow().as_ref().map_or_else(|| "the link is closing".to_owned(), |c| c.reason.clone())
+    }
+
+    /// Closes the link (the first reason wins): every stream is ended with
+    /// `reason`, `accept` returns `None`, the tasks stop.
+    fn close(&self, reason: String, graceful: bool) {
+        let first = self.closing.send_if_modified(|closing| {
+            if closing.is_some() {
+                return false;
+            }
+            *closing = Some(Closed { reason: reason.clone(), graceful });
+            true
+        });
+        if !first {
+            return;
+        }
+        let streams: Vec<Arc<Stream>> = self.lock_streams().open.drain().map(|(_, s)| s).collect();
+        for stream in streams {
+            stream.link_lost(&reason);
+        }
+        lock(&self.incoming).take();
+        self.writer_wake.notify_one();
+    }
+
+    /// The stream's last handle is gone; frames for it are ignored from now.
+    fn forget(&self, id: u32) {
+        self.lock_streams().open.remove(&id);
+    }
+
+    fn queue_grant(&self, stream: Arc<Stream>) {
+        lock(&self.grants).push(stream);
+        self.writer_wake.notify_one();
+    }
+
+    /// Queues a frame without waiting, for callers that cannot await (drops)
+    /// or must not (the reader). Order with what the same stream queued
+    /// earlier is kept: those frames are already in the queue.
+    fn send_soon(&self, frame: Frame) {
+        let frame = match self.tx.try_send(frame) {
+            Ok(()) | Err(TrySendError::Closed(_)) => return,
+            Err(TrySendError::Full(frame)) => frame,
+        };
+        if self.detached.fetch_add(1, Ordering::Relaxed) >= MAX_DETACHED_SENDS {
+            self.detached.fetch_sub(1, Ordering::Relaxed);
+            let peer = self.peer.role;
+            self.close(format!("the {peer} does not read what it is sent"), false);
+            return;
+        }
+        let (tx, detached) = (self.tx.clone(), self.detached.clone());
+        self.runtime.spawn(async move {
+            let _ = tx.send(frame).await;
+            detached.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 

@@ -10,7 +10,10 @@
 //! - `handshake`: magic bytes and hellos, refusal on a protocol mismatch.
 //! - `link`: [`Link`], the multiplexer (a reader task, a writer task).
 //! - `stream`: [`StreamHandle`], one multiplexed stream with credit-based
-//!   flow control.
+//!   flow control. It reaches its link only through the `Carrier` trait,
+//!   which the link implements, so `link` imports `stream` and never the
+//!   other way: the modules form no circle (frame and message at the
+//!   bottom, then handshake and stream, then link).
 //!
 //! # The connection
 //!

@@ -41,10 +41,9 @@ use std::task::Poll;
 
 use serde::Serialize;
 use thiserror::Error;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 use super::frame::{reason_frame, Frame, FrameError, Kind};
-use super::link::{Keepalive, Shared};
 use super::message::{ExitStatus, Hello, Reason, Response, Role};
 #[cfg(doc)]
 use super::INITIAL_WINDOW;
@@ -177,10 +176,48 @@ pub struct StreamHandle {
     guard: Arc<Guard>,
 }
 
+/// What a stream's handle needs of the link that carries it. The link
+/// implements it, so this module knows nothing of the link's tasks and
+/// tables, and the two do not import each other.
+pub(super) trait Carrier: Send + Sync {
+    /// The bounded queue to the link's writer; reserving a place in it is
+    /// how a sender waits for the pipe.
+    fn queue(&self) -> &mpsc::Sender<Frame>;
+    /// Queues a frame without waiting, for drops, which cannot await.
+    fn send_soon(&self, frame: Frame);
+    /// The stream has credit to return to the peer.
+    fn queue_grant(&self, stream: Arc<Stream>);
+    /// The stream's last handle is gone; frames for it are ignored from now.
+    fn forget(&self, id: u32);
+    /// Why the link closed, for a call that found it closed.
+    fn close_reason(&self) -> String;
+    /// Closes the link (the first reason wins); `graceful` lets the writer
+    /// finish what is queued.
+    fn close(&self, reason: String, graceful: bool);
+}
+
+/// Held by every `Link` clone and stream handle; when the last one drops,
+/// the link closes (gracefully: queued frames are still written).
+pub(super) struct Keepalive {
+    link: Arc<dyn Carrier>,
+}
+
+impl Keepalive {
+    pub(super) fn new(link: Arc<dyn Carrier>) -> Keepalive {
+        Keepalive { link }
+    }
+}
+
+impl Drop for Keepalive {
+    fn drop(&mut self) {
+        self.link.close("this side closed the link".to_owned(), true);
+    }
+}
+
 /// Owns the stream's place in the link; its drop is the handle's drop.
 struct Guard {
     stream: Arc<Stream>,
-    shared: Arc<Shared>,
+    link: Arc<dyn Carrier>,
     /// Keeps the link's tasks alive while a handle exists (see `Keepalive`).
     /// Declared last so it drops after `Guard::drop` has queued its reset.
     _keepalive: Arc<Keepalive>,
@@ -188,16 +225,16 @@ struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.shared.forget(self.stream.id);
+        self.link.forget(self.stream.id);
         if let Some(message) = self.stream.abandon() {
-            self.shared.send_soon(reason_frame(Kind::Reset, self.stream.id, message));
+            self.link.send_soon(reason_frame(Kind::Reset, self.stream.id, message));
         }
     }
 }
 
 impl StreamHandle {
-    pub(super) fn new(stream: Arc<Stream>, shared: Arc<Shared>, keepalive: Arc<Keepalive>) -> StreamHandle {
-        StreamHandle { guard: Arc::new(Guard { stream, shared, _keepalive: keepalive }) }
+    pub(super) fn new(stream: Arc<Stream>, link: Arc<dyn Carrier>, keepalive: Arc<Keepalive>) -> StreamHandle {
+        StreamHandle { guard: Arc::new(Guard { stream, link, _keepalive: keepalive }) }
     }
 
     /// The stream id: odd when the host opened it, even for the daemon.
@@ -329,7 +366,7 @@ impl StreamHandle {
             notified.as_mut().enable();
             let (next, grant) = stream.lock().next_event(stream.peer);
             if grant {
-                self.guard.shared.queue_grant(stream.clone());
+                self.guard.link.queue_grant(stream.clone());
             }
             match next {
                 Poll::Ready(event) => return event,
@@ -356,7 +393,7 @@ impl StreamHandle {
     }
 
     fn link_closed(&self) -> StreamError {
-        StreamError::LinkClosed(self.guard.shared.close_reason())
+        StreamError::LinkClosed(self.guard.link.close_reason())
     }
 
     /// Reserves room on the link, then lets `decide` update the state and
@@ -367,7 +404,7 @@ impl StreamHandle {
         &self,
         decide: impl FnOnce(&mut State) -> Result<Option<Frame>, StreamError>,
     ) -> Result<(), StreamError> {
-        let permit = self.guard.shared.tx.reserve().await.map_err(|_| self.link_closed())?;
+        let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
         let frame = decide(&mut self.stream().lock())?;
         if let Some(frame) = frame {
             permit.send(frame);
@@ -382,7 +419,7 @@ impl StreamHandle {
         stream.lock().check_send(stream)?;
         while !bytes.is_empty() {
             self.wait_for_credit().await?;
-            let permit = self.guard.shared.tx.reserve().await.map_err(|_| self.link_closed())?;
+            let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
             let n = {
                 let mut state = stream.lock();
                 state.check_send(stream)?;
