@@ -2,12 +2,12 @@
 //! workspace is too large to hold in memory as one tar, so the upload is fed
 //! by a stream and the download is read as one.
 
-use super::{Engine, EngineError};
+use super::{DockerEngine, EngineError};
 use bollard::query_parameters::{DownloadFromContainerOptions, UploadToContainerOptions};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
-impl Engine {
+impl DockerEngine {
     /// Unpacks the tar that `body` yields into the container at `path`; works
     /// on a created container that never started, and into its volumes.
     pub async fn upload_stream(

@@ -7,7 +7,7 @@
 //! program, which talks to the same engine (it reads `DOCKER_HOST` and the
 //! docker context itself).
 
-use super::{Engine, EngineError};
+use super::{DockerEngine, EngineError};
 use bollard::query_parameters::{ListNetworksOptions, ListVolumesOptions};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -252,7 +252,7 @@ pub struct ProjectObjects {
     pub volumes: Vec<String>,
 }
 
-impl Engine {
+impl DockerEngine {
     /// The containers (by id), networks and volumes (by name) of `project`.
     pub async fn project_objects(&self, project: &str) -> Result<ProjectObjects, EngineError> {
         let label = format!("{PROJECT_LABEL}={project}");

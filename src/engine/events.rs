@@ -1,12 +1,12 @@
 //! The engine's event stream, for noticing a room die under a command that
 //! runs in it (`docker kill`, `docker stop`, the engine restarting it).
 
-use super::{Engine, EngineError};
+use super::{DockerEngine, EngineError};
 use bollard::query_parameters::EventsOptions;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 
-impl Engine {
+impl DockerEngine {
     /// Resolves when the start of container `id` that began at `started_at`
     /// (its `State.StartedAt`) ends: `true` on the engine's `die` event for
     /// it, `false` if the engine ended the stream without one (then the

@@ -2,7 +2,7 @@
 //! multiplexes stdout and stderr; `ExecOutput` turns stdout into a plain
 //! `AsyncRead` (the daemon link's bytes pass untouched) and keeps stderr aside.
 
-use super::{Engine, EngineError};
+use super::{DockerEngine, EngineError};
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures_util::{Stream, StreamExt};
@@ -106,7 +106,7 @@ impl AsyncRead for ExecOutput {
     }
 }
 
-impl Engine {
+impl DockerEngine {
     /// Creates and starts an exec, attached.
     pub async fn exec(&self, container: &str, spec: &ExecSpec) -> Result<ExecStream, EngineError> {
         let options = CreateExecOptions {

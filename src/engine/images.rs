@@ -4,7 +4,7 @@
 //! sequences (`room/image.rs`, `room/features.rs`) and `workroom logs`
 //! never hold bollard (ADR 0001).
 
-use super::{Engine, EngineError};
+use super::{DockerEngine, EngineError};
 use bollard::query_parameters::{BuildImageOptions, CreateImageOptions, LogsOptions, RemoveImageOptions};
 use futures_util::{Stream, StreamExt};
 use std::collections::HashMap;
@@ -50,7 +50,7 @@ pub enum LogChunk {
     Stdout(bytes::Bytes),
 }
 
-impl Engine {
+impl DockerEngine {
     /// Pulls `image`, calling `progress` with each report; returns when the
     /// engine says the pull is over.
     pub async fn pull_image(&self, image: &str, progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
@@ -61,7 +61,7 @@ impl Engine {
         let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
         let mut stream = self.docker.create_image(Some(options), None, None);
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| StreamFailed { reason: super::short_reason(&e) })?;
+            let info = item.map_err(|e| StreamFailed { reason: super::docker::short_reason(&e) })?;
             if let Some(reason) = info.error_detail.and_then(|d| d.message) {
                 return Err(StreamFailed { reason });
             }
@@ -96,7 +96,7 @@ impl Engine {
         };
         let mut stream = self.docker.build_image(options, None, Some(bollard::body_full(request.context.into())));
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| StreamFailed { reason: super::short_reason(&e) })?;
+            let info = item.map_err(|e| StreamFailed { reason: super::docker::short_reason(&e) })?;
             if let Some(reason) = info.error_detail.and_then(|d| d.message) {
                 return Err(StreamFailed { reason });
             }

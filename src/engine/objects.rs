@@ -1,7 +1,7 @@
 //! Engine calls for things that are not rooms: volumes, a locally imported
 //! image, throwaway containers. Same error mapping as the rest of the edge.
 
-use super::{Engine, EngineError};
+use super::{DockerEngine, EngineError};
 use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerCreateBody, VolumeCreateRequest};
 use bollard::query_parameters::{CreateImageOptions, DownloadFromContainerOptions, WaitContainerOptions};
@@ -20,7 +20,7 @@ pub struct HostInfo {
     pub nvidia: bool,
 }
 
-impl Engine {
+impl DockerEngine {
     /// The engine's `info`, reduced to its host's size.
     pub async fn host_info(&self) -> Result<HostInfo, EngineError> {
         let info = super::logged("info", "engine", self.docker.info())

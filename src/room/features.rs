@@ -146,7 +146,10 @@ async fn with_config_entry(
         ]),
         ..Default::default()
     };
-    engine.build_image(request, |_| {}).await.map_err(|failed| DerivedImageError::Build { reason: failed.reason })?;
+    engine
+        .build_image(request, &mut |_| {})
+        .await
+        .map_err(|failed| DerivedImageError::Build { reason: failed.reason })?;
     let found = engine.inspect_image(&tag).await?.ok_or_else(|| DerivedImageError::Build {
         reason: format!("the label build finished but {tag} is not there"),
     })?;
@@ -198,7 +201,7 @@ async fn build(
     let mut current: Option<(usize, Task)> = None;
     let mut tails: Vec<VecDeque<String>> = vec![VecDeque::new(); installs.len()];
     let built = engine
-        .build_image(request, |text| {
+        .build_image(request, &mut |text| {
             made.feed(text);
             for line in lines.feed(text) {
                 if let Some(step) = line.strip_prefix("Step ") {

@@ -82,7 +82,9 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
     let mut layers = crate::progress::Layers::default();
     progress.println(&format!("pulling {image}"));
     engine
-        .pull_image(image, |p| layers.update(&progress, p.layer, p.status, p.current, p.total))
+        .pull_image(image, &mut |p: crate::engine::PullProgress<'_>| {
+            layers.update(&progress, p.layer, p.status, p.current, p.total)
+        })
         .await
         .map_err(|e| ImageError::Missing { image: image.into(), reason: e.reason, config: config.into() })?;
     layers.finish_all();
@@ -106,7 +108,7 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), Im
     let mut err = std::io::stderr();
     let mut made = BuildSteps::default();
     let built = engine
-        .build_image(request, |text| {
+        .build_image(request, &mut |text| {
             made.feed(text);
             let _ = err.write_all(text.as_bytes());
         })

@@ -293,7 +293,7 @@ pub async fn upload(
         }
     };
     let result = tokio::select! {
-        r = engine.upload_stream(id, target, body) => r,
+        r = engine.upload_stream(id, target, Box::pin(body)) => r,
         _ = ticker => unreachable!("the ticker never ends"),
     };
     let written = writer.await.context("the workspace packer")?;
