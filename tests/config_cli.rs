@@ -200,3 +200,32 @@ fn a_dockerfile_that_is_a_folder_says_it_is_a_folder_not_that_it_does_not_exist(
          name the Dockerfile itself, such as \"Dockerfile\""
     );
 }
+
+/// Before any room exists, `config` says where `up` would take the
+/// workspace from, without making the probe's throwaway container.
+#[test]
+fn config_shows_where_a_new_rooms_workspace_would_come_from_without_probing() {
+    let dir = tempfile::Builder::new().prefix("wr-config-ws-").tempdir().unwrap();
+    std::fs::write(dir.path().join(".devcontainer.json"), r#"{ "image": "workroom-fixture/busybox:1" }"#).unwrap();
+    let workspace = |toml: Option<&str>| {
+        if let Some(toml) = toml {
+            std::fs::write(dir.path().join(".workroom.toml"), toml).unwrap();
+        }
+        let out = std::process::Command::new(workroom_bin())
+            .args(["config", "--json", "--workspace-folder"])
+            .arg(dir.path())
+            .env("WORKROOM_SCOPE", "config-cli-no-room")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json["workroom"]["workspace"].clone()
+    };
+    let auto = workspace(None);
+    assert_eq!((auto["mode"].as_str(), auto["volume"].is_null()), (Some("auto"), true), "{auto}");
+    let volume = workspace(Some("workspace = \"volume\"\n"));
+    assert_eq!((volume["mode"].as_str(), volume["reason"].as_str()), (Some("volume"), Some("setting")), "{volume}");
+    assert!(volume["volume"].as_str().is_some_and(|v| v.starts_with("workroom-ws-")), "{volume}");
+    let bind = workspace(Some("workspace = \"bind\"\n"));
+    assert_eq!((bind["mode"].as_str(), bind["reason"].as_str()), (Some("bind"), Some("setting")), "{bind}");
+}

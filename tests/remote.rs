@@ -90,6 +90,9 @@ fn a_room_on_an_engine_that_cannot_see_the_folder_works_on_an_uploaded_volume_th
         "{}",
         stderr(&out)
     );
+    // `config` shows the room's decision too, from the room's labels.
+    let config: serde_json::Value = serde_json::from_str(&stdout(&room.ok(&["config", "--json"]))).unwrap();
+    assert_eq!(config["workroom"]["workspace"], result["workspace"], "{config}");
 
     // The hooks ran on the uploaded files; exec finds them in the workspace folder.
     let saw = room.ws.exec_ok(&["cat", "/tmp/hook-saw"]);

@@ -27,13 +27,22 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());
-    let room = engine.as_ref().ok().and_then(|engine| runtime.block_on(room(engine, &loaded)));
+    let resolved = crate::room::resolve::Resolved::of(loaded.clone(), Default::default()).ok();
+    let room = match (&engine, &resolved) {
+        (Ok(engine), Some(resolved)) => runtime.block_on(resolved.find(engine)).ok().flatten(),
+        _ => None,
+    };
     if let Some(c) = &room {
         request.container_env = Some(crate::room::container_env(c));
         loaded = config::load(&request)?;
     }
+    let workspace = resolved.as_ref().map(|r| workspace_view(r, room.as_ref()));
     if as_json {
         let mut out = loaded.reference_json();
+        // Beside the reference's keys, under a key of workroom's own.
+        if let Some(workspace) = &workspace {
+            out["workroom"] = serde_json::json!({ "workspace": workspace.json });
+        }
         if include_merged {
             let metadata = match &room {
                 Some(c) => crate::room::metadata_of(&loaded, c),
@@ -50,7 +59,11 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
         }
         output::print_json(&out)?;
     } else {
-        output::print(&summary(&loaded))?;
+        let mut text = summary(&loaded);
+        if let Some(workspace) = &workspace {
+            text.push_str(&format!("{:<18}{}\n", "workspace from", workspace.line));
+        }
+        output::print(&text)?;
     }
     for warning in loaded.warnings() {
         eprintln!("warning: {warning}");
@@ -58,12 +71,37 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     Ok(0)
 }
 
-/// The workspace's room, if the engine answers and the room exists. An
-/// unreachable engine is not an error here: the configuration is still
-/// worth printing, with the room's variables as written.
-async fn room(engine: &Engine, loaded: &Loaded) -> Option<ContainerInspectResponse> {
-    let resolved = crate::room::resolve::Resolved::of(loaded.clone(), Default::default()).ok()?;
-    resolved.find(engine).await.ok()?
+/// Where the room's workspace comes from (ADR 0012), as JSON and as a line.
+struct WorkspaceView {
+    json: Value,
+    line: String,
+}
+
+/// An existing room's decision, from its labels; else what `up` would
+/// decide without asking the engine; else that `up` will ask. `config`
+/// makes nothing, so it never runs the probe (a throwaway container).
+fn workspace_view(resolved: &crate::room::resolve::Resolved, room: Option<&ContainerInspectResponse>) -> WorkspaceView {
+    use crate::plan::workspace as plan;
+    let decided = |d: plan::Decision| {
+        let line = match &d.volume {
+            Some(volume) => format!("volume {volume} ({})", d.reason.as_str()),
+            None => format!("bind ({})", d.reason.as_str()),
+        };
+        WorkspaceView { json: d.json(), line }
+    };
+    if let Some(c) = room {
+        return decided(plan::Decision::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref())));
+    }
+    let mode = resolved.settings.workspace;
+    let mount = crate::room::workspace_volume::workspace_mount(&resolved.loaded);
+    if plan::needs_probe(mode, mount.as_ref()) {
+        let reason = "up asks the engine whether it sees the folder";
+        return WorkspaceView {
+            json: serde_json::json!({ "mode": "auto", "volume": null, "reason": reason }),
+            line: format!("auto ({reason})"),
+        };
+    }
+    decided(plan::decide(&resolved.room_name(), mode, mount.as_ref(), None))
 }
 
 /// With no room, the metadata of the image `up` would start from: the

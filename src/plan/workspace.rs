@@ -70,7 +70,8 @@ impl Decision {
         self.volume.is_some()
     }
 
-    /// What `up --json` and `config --json` show under `workroom`.
+    /// What `up --json` shows as `workspace`, and `config --json` as
+    /// `workroom.workspace`.
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "mode": if self.in_volume() { "volume" } else { "bind" },
