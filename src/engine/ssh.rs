@@ -56,7 +56,7 @@ pub enum SshError {
     NoDocker { target: String, line: String },
     #[error("`docker system dial-stdio` on {target} failed: {line}")]
     Dial { target: String, line: String },
-    #[error("cannot run {program}")]
+    #[error("cannot run {program}: {reason}")]
     Spawn { program: String, reason: String },
 }
 
@@ -442,6 +442,17 @@ mod tests {
         let dial = classify_session(&target, Some(1), "Cannot connect to the Docker daemon at unix:///x\n").unwrap();
         assert!(matches!(dial, SshError::Dial { .. }), "{dial:?}");
         assert_eq!(classify_session(&target, Some(0), ""), None);
+    }
+
+    #[test]
+    fn an_ssh_program_that_cannot_run_is_named_with_why() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let err = runtime
+            .block_on(connect_with("ssh://box", Duration::from_secs(5), vec!["/nonexistent/ssh".into()]))
+            .err()
+            .expect("no such program")
+            .to_string();
+        assert!(err.starts_with("cannot run /nonexistent/ssh: ") && err.contains("No such file"), "{err}");
     }
 
     /// CI saw hyper's "connection closed before message completed" instead
