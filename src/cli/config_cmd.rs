@@ -27,6 +27,9 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());
+    // The workspace's room, if the engine answers and the room exists. An
+    // unreachable engine is not an error here: the configuration is still
+    // worth printing, with the room's variables as written.
     let resolved = crate::room::resolve::Resolved::of(loaded.clone(), Default::default()).ok();
     let room = match (&engine, &resolved) {
         (Ok(engine), Some(resolved)) => runtime.block_on(resolved.find(engine)).ok().flatten(),
