@@ -62,11 +62,7 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
         }
         output::print_json(&out)?;
     } else {
-        let mut text = summary(&loaded);
-        if let Some(workspace) = &workspace {
-            text.push_str(&format!("{:<18}{}\n", "workspace from", workspace.line));
-        }
-        output::print(&text)?;
+        output::print(&summary(&loaded, workspace.as_ref().map(|w| w.line.as_str())))?;
     }
     for warning in loaded.warnings() {
         eprintln!("warning: {warning}");
@@ -137,7 +133,7 @@ async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<Room
     Ok(metadata::for_new_room(loaded, &image, label.as_deref(), &features))
 }
 
-fn summary(loaded: &Loaded) -> String {
+fn summary(loaded: &Loaded, workspace_from: Option<&str>) -> String {
     let m = &loaded.model;
     let mut out = String::new();
     let mut line = |k: &str, v: String| out.push_str(&format!("{k:<18}{v}\n"));
@@ -158,6 +154,9 @@ fn summary(loaded: &Loaded) -> String {
     );
     line("workspace folder", loaded.workspace.folder.clone());
     line("workspace mount", loaded.workspace.mount.clone().unwrap_or_else(|| "(none)".into()));
+    if let Some(from) = workspace_from {
+        line("workspace from", from.to_string());
+    }
     line("remote user", m.remote_user.clone().or(m.container_user.clone()).unwrap_or_else(|| "(image user)".into()));
     for hook in Hook::ALL {
         if let Some(cmd) = m.lifecycle.get(hook) {

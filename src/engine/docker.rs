@@ -96,11 +96,6 @@ impl DockerEngine {
         }
     }
 
-    /// Creates a container; returns its id.
-    pub async fn create_container(&self, name: &str, body: ContainerCreateBody) -> Result<String, EngineError> {
-        self.create_container_on(name, None, body).await
-    }
-
     /// Creates a container for a `platform` (`linux/arm64`) other than the
     /// engine's own, or its own with `None`; returns its id.
     pub async fn create_container_on(

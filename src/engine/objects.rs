@@ -90,7 +90,7 @@ impl DockerEngine {
     /// Creates, starts and waits for a throwaway container, then removes it.
     /// Returns its exit code and the end of its output (for an error line).
     pub async fn run_job(&self, name: &str, body: ContainerCreateBody) -> Result<(i64, String), EngineError> {
-        let id = self.create_container(name, body).await?;
+        let id = self.create_container_on(name, None, body).await?;
         let result = async {
             self.start(&id).await?;
             let mut wait = self.docker.wait_container(&id, None::<WaitContainerOptions>);
