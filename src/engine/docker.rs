@@ -15,7 +15,7 @@ use bollard::Docker;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{host, logged, ssh, EngineError, EVENTS_RESUBSCRIBE_PAUSE, REQUEST_TIMEOUT};
+use super::{hijack, host, logged, ssh, EngineError, EVENTS_RESUBSCRIBE_PAUSE, REQUEST_TIMEOUT};
 
 /// The Docker Engine API over bollard: a local socket, tcp, or an ssh://
 /// engine through `docker system dial-stdio`. The one
@@ -23,6 +23,8 @@ use super::{host, logged, ssh, EngineError, EVENTS_RESUBSCRIBE_PAUSE, REQUEST_TI
 pub struct DockerEngine {
     pub(super) docker: Docker,
     host: String,
+    /// How an attached exec gets a connection of its own.
+    pub(super) transport: hijack::Transport,
     /// An ssh:// engine's one ssh connection, closed with the last clone.
     _ssh: Option<std::sync::Arc<ssh::Master>>,
 }
@@ -50,7 +52,10 @@ impl DockerEngine {
                 None => return Err(unreachable(short_reason(&e))),
             },
         };
-        Ok(DockerEngine { docker, host, _ssh: ssh })
+        // Every address `host::resolve` gives has one.
+        let transport = hijack::Transport::for_host(&host, ssh.as_ref())
+            .ok_or_else(|| unreachable("not an address an exec can be attached through".into()))?;
+        Ok(DockerEngine { docker, host, transport, _ssh: ssh })
     }
 
     pub fn host(&self) -> &str {

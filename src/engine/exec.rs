@@ -1,14 +1,16 @@
 //! Docker exec: the one way workroom reaches into a room. A non-tty exec
 //! multiplexes stdout and stderr; `ExecOutput` turns stdout into a plain
 //! `AsyncRead` (the daemon link's bytes pass untouched) and keeps stderr aside.
+//! The exec is created through bollard and started over a connection of our
+//! own (`hijack.rs`).
 
+use super::hijack::{self, BoxIo, Channel, Demux, Next, StartError};
 use super::{DockerEngine, EngineError};
-use bollard::container::LogOutput;
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use futures_util::{Stream, StreamExt};
+use bollard::errors::Error as BollardError;
+use bollard::exec::CreateExecOptions;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf};
 use tokio::sync::mpsc;
 
 /// What to run.
@@ -32,16 +34,19 @@ pub struct ExecStream {
     pub input: Pin<Box<dyn AsyncWrite + Send>>,
 }
 
-type LogStream = Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
-
-/// Stdout as bytes; stderr chunks go to `stderr` (bounded: a daemon that only
+/// Stdout as bytes; stderr pieces go to `stderr` (bounded: a daemon that only
 /// ever writes a line or two there cannot grow memory through it).
 pub struct ExecOutput {
-    stream: LogStream,
-    pending: bytes::Bytes,
+    io: ReadHalf<BoxIo>,
+    demux: Demux,
+    /// What was read from the engine and not yet handed on: `buf[start..end]`.
+    /// Allocated once, zeroed once: every read lands in the same warm memory.
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
     stderr: Option<mpsc::Sender<bytes::Bytes>>,
     /// The engine's stream ended (with `failed` when it broke): it is not
-    /// polled again.
+    /// read again.
     ended: bool,
     failed: Option<std::io::Error>,
 }
@@ -49,7 +54,27 @@ pub struct ExecOutput {
 /// Stderr chunks kept before further ones are dropped.
 const STDERR_CHUNKS: usize = 64;
 
+/// The exec output's read buffer. dockerd writes its pieces of at most
+/// 32 KiB as they come; a quarter MiB takes everything a busy engine has
+/// queued in one read, and the link's reader then decodes it in one go.
+const READ_BUFFER: usize = 256 * 1024;
+
 impl ExecOutput {
+    fn new(io: ReadHalf<BoxIo>, raw: bool, already_read: &[u8]) -> ExecOutput {
+        let mut buf = vec![0u8; READ_BUFFER.max(already_read.len())].into_boxed_slice();
+        buf[..already_read.len()].copy_from_slice(already_read);
+        ExecOutput {
+            io,
+            demux: Demux::new(raw),
+            buf,
+            start: 0,
+            end: already_read.len(),
+            stderr: None,
+            ended: false,
+            failed: None,
+        }
+    }
+
     /// A receiver of the exec's stderr; call before reading.
     pub fn take_stderr(&mut self) -> mpsc::Receiver<bytes::Bytes> {
         let (tx, rx) = mpsc::channel(STDERR_CHUNKS);
@@ -59,48 +84,77 @@ impl ExecOutput {
 }
 
 impl AsyncRead for ExecOutput {
-    /// Fills `buf` with as much stdout as the engine has already sent, not
-    /// one of its messages a call: dockerd cuts the stream into pieces of
-    /// 32 KiB at most, and the link's reader then decodes a quarter MiB a
-    /// wake-up instead of a few KiB.
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let start = buf.filled().len();
+    /// Fills `out` with as much stdout as the engine has already sent, not
+    /// one of its pieces a call: the link's reader then decodes a quarter
+    /// MiB a wake-up instead of a few KiB.
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let before = out.filled().len();
         loop {
-            if !self.pending.is_empty() {
-                let n = self.pending.len().min(buf.remaining());
-                buf.put_slice(&self.pending.split_to(n));
-                if buf.remaining() == 0 {
-                    return Poll::Ready(Ok(()));
+            match this.demux.next(&this.buf[this.start..this.end]) {
+                Next::Header(n) => {
+                    this.start += n;
+                    continue;
                 }
+                Next::Output { channel, len } => {
+                    let len = match channel {
+                        Channel::Stdout => len.min(out.remaining()),
+                        _ => len,
+                    };
+                    let piece = &this.buf[this.start..this.start + len];
+                    match channel {
+                        Channel::Stdout => out.put_slice(piece),
+                        Channel::Stderr => {
+                            if let Some(tx) = &this.stderr {
+                                let _ = tx.try_send(bytes::Bytes::copy_from_slice(piece));
+                            }
+                        }
+                        Channel::Other => {}
+                    }
+                    this.demux.took(len);
+                    this.start += len;
+                    if out.remaining() == 0 {
+                        return Poll::Ready(Ok(()));
+                    }
+                    continue;
+                }
+                Next::More => {}
             }
             // Bytes given first: an end or an error waits for the next call.
-            let some = buf.filled().len() > start;
-            if self.ended {
-                return match self.failed.take() {
+            let some = out.filled().len() > before;
+            if this.ended {
+                return match this.failed.take() {
                     Some(e) if !some => Poll::Ready(Err(e)),
                     failed => {
-                        self.failed = failed;
+                        this.failed = failed;
                         Poll::Ready(Ok(()))
                     }
                 };
             }
-            match self.stream.poll_next_unpin(cx) {
+            // Keep what is left (part of a header) at the front.
+            if this.start > 0 {
+                this.buf.copy_within(this.start..this.end, 0);
+                this.end -= this.start;
+                this.start = 0;
+            }
+            let mut room = ReadBuf::new(&mut this.buf[this.end..]);
+            match Pin::new(&mut this.io).poll_read(cx, &mut room) {
                 Poll::Pending if some => return Poll::Ready(Ok(())),
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => self.ended = true,
-                Poll::Ready(Some(Err(e))) => {
-                    self.ended = true;
-                    self.failed = Some(std::io::Error::other(e));
-                }
-                Poll::Ready(Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message }))) => {
-                    self.pending = message;
-                }
-                Poll::Ready(Some(Ok(LogOutput::StdErr { message }))) => {
-                    if let Some(tx) = &self.stderr {
-                        let _ = tx.try_send(message);
+                Poll::Ready(Ok(())) if room.filled().is_empty() => {
+                    this.ended = true;
+                    if this.demux.mid_piece() || this.end > 0 {
+                        this.failed = Some(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the engine closed the exec's stream in the middle of a piece",
+                        ));
                     }
                 }
-                Poll::Ready(Some(Ok(LogOutput::StdIn { .. }))) => {}
+                Poll::Ready(Ok(())) => this.end += room.filled().len(),
+                Poll::Ready(Err(e)) => {
+                    this.ended = true;
+                    this.failed = Some(e);
+                }
             }
         }
     }
@@ -125,24 +179,25 @@ impl DockerEngine {
         let created = super::logged("create_exec", container, self.docker.create_exec(container, options))
             .await
             .map_err(|e| self.map(format!("exec in {container}"), what.clone(), e))?;
-        // A larger read buffer than bollard's 8 KiB default: the daemon link
-        // carries bulk data and fewer, larger reads cost less.
-        let start = StartExecOptions { detach: false, tty: spec.tty, output_capacity: Some(256 * 1024) };
-        match super::logged("start_exec", container, self.docker.start_exec(&created.id, Some(start))).await {
-            Ok(StartExecResults::Attached { output, input }) => Ok(ExecStream {
-                id: created.id,
-                output: ExecOutput {
-                    stream: output,
-                    pending: bytes::Bytes::new(),
-                    stderr: None,
-                    ended: false,
-                    failed: None,
-                },
-                input,
-            }),
-            Ok(StartExecResults::Detached) => unreachable!("started attached"),
-            Err(e) => Err(self.map(format!("start exec in {container}"), what, e)),
-        }
+        // Started over a connection of our own (hijack.rs says why).
+        let version = self.docker.client_version();
+        let path = format!("/v{}.{}/exec/{}/start", version.major_version, version.minor_version, created.id);
+        let body = serde_json::json!({ "Detach": false, "Tty": spec.tty }).to_string();
+        let started = hijack::start(&self.transport, &path, body, super::REQUEST_TIMEOUT);
+        let (io, already_read) = match super::logged("start_exec", container, started).await {
+            Ok(started) => started,
+            Err(StartError::Refused { status, message }) => {
+                let refusal = BollardError::DockerResponseServerError { status_code: status, message };
+                return Err(self.map(format!("start exec in {container}"), what, refusal));
+            }
+            Err(e) => return Err(EngineError::Unreachable { host: self.host().to_string(), reason: e.to_string() }),
+        };
+        let (read, write) = tokio::io::split(io);
+        Ok(ExecStream {
+            id: created.id,
+            output: ExecOutput::new(read, spec.tty, &already_read),
+            input: Box::pin(write),
+        })
     }
 
     /// The exit code of a finished exec (`None` while it still runs).

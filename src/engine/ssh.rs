@@ -194,7 +194,7 @@ impl Master {
     }
 
     /// A `docker system dial-stdio` session over the master.
-    fn dial(self: &Arc<Self>) -> std::io::Result<DialStdio> {
+    pub(super) fn dial(self: &Arc<Self>) -> std::io::Result<DialStdio> {
         let mut cmd = self.base();
         cmd.args(self.target.args()).args(["docker", "system", "dial-stdio"]);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
