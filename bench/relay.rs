@@ -17,6 +17,8 @@ use workroom::link::RoomLink;
 use workroomd::proto::{Event, Request, Response};
 
 fn main() {
+    // As the CLI does, so `host` measures what the CLI would cost.
+    workroom::heap::tune();
     let args: Vec<String> = std::env::args().collect();
     let room = &args[1];
     let bytes: usize = args[2].parse().expect("BYTES");

@@ -25,7 +25,8 @@
 //! - [`cli`]: clap commands; each validates its arguments and runs.
 //! - [`output`]: stdout without a panic on a closed pipe; [`progress`]:
 //!   what a person sees on stderr while `up` pulls and builds; [`logs`]:
-//!   `WORKROOM_LOG`'s diagnostic lines, apart from both.
+//!   `WORKROOM_LOG`'s diagnostic lines, apart from both; [`heap`]: how
+//!   the C library keeps freed memory for the link's traffic.
 //!
 //! The daemon and the wire protocol both sides speak live in the
 //! `workroomd` crate (its `lib.rs` has their layout).
@@ -35,6 +36,7 @@ pub mod config;
 pub mod engine;
 pub mod features;
 pub mod forward;
+pub mod heap;
 pub mod link;
 pub mod logs;
 pub mod output;

@@ -3,6 +3,7 @@ use std::process::ExitCode;
 use workroom::{cli, output::BrokenPipe};
 
 fn main() -> ExitCode {
+    workroom::heap::tune();
     let args = cli::Args::parse();
     workroom::logs::init();
     match cli::run(args) {
