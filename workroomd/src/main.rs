@@ -40,6 +40,18 @@ mod uid;
 use std::path::Path;
 use workroomd::room;
 
+/// dlmalloc rather than musl's own allocator. musl's (mallocng) hands a
+/// freed block of the link's payload sizes (up to 127 KiB) back to the
+/// kernel at once, so every data frame the daemon built or decoded was a
+/// fresh `mmap`, 32 page faults and an `munmap` with its TLB flush: 90,000
+/// to 230,000 page faults and a third of the daemon's CPU per GiB through a
+/// forwarded port. dlmalloc keeps up to 2 MiB of free memory for reuse
+/// (docs/adr/0002-daemon-embedded.md has the figures). It takes one lock per
+/// call; the daemon's runtime is one thread, and nothing allocates between
+/// `fork` and `exec` (spawn.rs), so a lock held across a fork cannot bite.
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 fn main() {
     // Every workroomd process is non-dumpable: rooms of a peer group share a
     // PID namespace, and a process of another room could otherwise open our
