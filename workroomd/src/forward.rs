@@ -45,9 +45,16 @@ pub async fn connect(handle: &StreamHandle, host: String, port: u16) -> Result<(
     // writes back.
     let _ = socket.set_nodelay(true);
     handle.reply(Response::Ready).await?;
+    // Where the link's output is a pipe, the socket's bytes reach it
+    // without passing through our memory (staging.rs).
+    let staging = if handle.can_splice() { workroomd::staging::Staging::new().ok() } else { None };
     let (reader, writer) = socket.into_split();
-    if let Err(e) = pipe::splice(handle, reader, writer).await {
-        eprintln!("workroomd: forward to {host}:{port}: {e}");
+    let spliced = match &staging {
+        Some(staging) => pipe::splice_from(handle, staging.send_socket(handle, reader.as_ref()), writer).await,
+        None => pipe::splice(handle, reader, writer).await,
+    };
+    if let Err(e) = spliced {
+        tracing::warn!("forward to {host}:{port}: {e}");
     }
     Ok(())
 }

@@ -56,21 +56,26 @@ pub enum SpliceError {
 /// and a connection given as its two halves, until both directions are done
 /// or either fails. A failure resets the stream, so the far side drops its
 /// end of the connection too.
-pub async fn splice<R, W>(stream: &StreamHandle, mut reader: R, mut writer: W) -> Result<(), SpliceError>
+pub async fn splice<R, W>(stream: &StreamHandle, reader: R, writer: W) -> Result<(), SpliceError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let outbound = async {
-        let mut buf = vec![0u8; MAX_DATA_CHUNK];
-        loop {
-            let n = reader.read(&mut buf).await.map_err(SpliceError::Read)?;
-            if n == 0 {
-                return stream.send_eof().await.map_err(SpliceError::Stream);
-            }
-            stream.send_data(&buf[..n]).await.map_err(SpliceError::Stream)?;
-        }
-    };
+    splice_from(stream, copy_out(stream, reader), writer).await
+}
+
+/// [`splice`] with the connection-to-stream direction given as a future of
+/// the caller's (one that ends with the stream's `Eof`, as [`splice`]'s
+/// does): the daemon sends a forwarded socket's bytes staged, never reading
+/// them into memory (`proto::splice`).
+pub async fn splice_from<W>(
+    stream: &StreamHandle,
+    outbound: impl std::future::Future<Output = Result<(), SpliceError>>,
+    mut writer: W,
+) -> Result<(), SpliceError>
+where
+    W: AsyncWrite + Unpin,
+{
     let inbound = async {
         while let Some(event) = stream.recv().await {
             match event {
@@ -110,4 +115,19 @@ where
         }
     }
     result
+}
+
+/// The connection's bytes onto the stream, then its `Eof`.
+async fn copy_out<R>(stream: &StreamHandle, mut reader: R) -> Result<(), SpliceError>
+where
+    R: AsyncRead + Unpin,
+{
+    let mut buf = vec![0u8; MAX_DATA_CHUNK];
+    loop {
+        let n = reader.read(&mut buf).await.map_err(SpliceError::Read)?;
+        if n == 0 {
+            return stream.send_eof().await.map_err(SpliceError::Stream);
+        }
+        stream.send_data(&buf[..n]).await.map_err(SpliceError::Stream)?;
+    }
 }

@@ -172,7 +172,16 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
     let handshake = match crate::relay::accept(&stream).await {
         // A relay's stdin and stdout carry the link; the socket stays open
         // (the relay waits on it) until this function returns.
-        Ok(crate::relay::Accepted::Stdio { input, output }) => Link::handshake_with(input, output, ours).await,
+        Ok(crate::relay::Accepted::Stdio { input, output }) => {
+            // The output is a pipe: forwarded bytes can be spliced into it.
+            match workroomd::staging::PipeOut::new(std::os::fd::AsFd::as_fd(&output)) {
+                Ok(out) => Link::handshake_spliced(input, output, Box::new(out), ours).await,
+                Err(e) => {
+                    tracing::debug!("the link copies: no second descriptor of its pipe: {e}");
+                    Link::handshake_with(input, output, ours).await
+                }
+            }
+        }
         Ok(crate::relay::Accepted::Socket { first }) => {
             let (reader, writer) = stream.into_split();
             let first =

@@ -166,12 +166,7 @@ impl Frame {
     /// The nine header bytes. Writers send them and then the payload, so a
     /// large payload is never copied just to prepend its header.
     pub fn header(&self) -> [u8; HEADER_LEN] {
-        let mut header = [0; HEADER_LEN];
-        header[0] = self.kind as u8;
-        header[1..5].copy_from_slice(&self.stream.to_be_bytes());
-        // Fits: Frame::new capped the payload far below u32::MAX.
-        header[5..9].copy_from_slice(&(self.payload.len() as u32).to_be_bytes());
-        header
+        header(self.kind, self.stream, self.payload.len())
     }
 
     /// Appends header and payload to `out`.
@@ -179,6 +174,18 @@ impl Frame {
         out.extend_from_slice(&self.header());
         out.extend_from_slice(&self.payload);
     }
+}
+
+/// The nine header bytes of a frame of `len` payload bytes (`len` at most
+/// [`MAX_PAYLOAD`], which callers have checked).
+pub(super) fn header(kind: Kind, stream: u32, len: usize) -> [u8; HEADER_LEN] {
+    debug_assert!(len <= MAX_PAYLOAD);
+    let mut header = [0; HEADER_LEN];
+    header[0] = kind as u8;
+    header[1..5].copy_from_slice(&stream.to_be_bytes());
+    // Fits: payloads are capped far below u32::MAX.
+    header[5..9].copy_from_slice(&(len as u32).to_be_bytes());
+    header
 }
 
 /// A `Reset` or `Refuse` frame; the message is cut to [`MAX_REASON`] bytes so

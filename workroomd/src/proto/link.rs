@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -31,6 +32,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use super::frame::{reason_frame, Decoder, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
 use super::handshake::{self, LinkError};
 use super::message::{Hello, Reason, Request, Response, Role};
+use super::splice::{Outgoing, SpliceOut, Staged};
 use super::stream::{Carrier, Keepalive, Stream, StreamError, StreamHandle, Violation, Windows};
 use super::{HANDSHAKE_TIMEOUT, MAX_DATA_CHUNK, MAX_STREAMS};
 
@@ -128,7 +130,37 @@ impl Link {
     ///
     /// Must run inside a tokio runtime with timers enabled; the link's tasks
     /// are spawned on it.
-    pub async fn handshake_with<R, W>(mut reader: R, mut writer: W, ours: Hello) -> Result<(Link, Hello), LinkError>
+    pub async fn handshake_with<R, W>(reader: R, writer: W, ours: Hello) -> Result<(Link, Hello), LinkError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Link::start(reader, writer, None, ours).await
+    }
+
+    /// [`handshake_with`](Self::handshake_with) on a `writer` that is a pipe,
+    /// with `splice_out` moving staged bytes into that same pipe: its
+    /// streams can [`send_staged`](StreamHandle::send_staged). The daemon's
+    /// side of `docker exec`.
+    pub async fn handshake_spliced<R, W>(
+        reader: R,
+        writer: W,
+        splice_out: Box<dyn SpliceOut>,
+        ours: Hello,
+    ) -> Result<(Link, Hello), LinkError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Link::start(reader, writer, Some(splice_out), ours).await
+    }
+
+    async fn start<R, W>(
+        mut reader: R,
+        mut writer: W,
+        splice_out: Option<Box<dyn SpliceOut>>,
+        ours: Hello,
+    ) -> Result<(Link, Hello), LinkError>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -150,6 +182,7 @@ impl Link {
         let keepalive = Arc::new_cyclic(|keepalive| {
             let shared = Arc::new(Shared {
                 windows,
+                splices: splice_out.is_some(),
                 ours,
                 peer: peer.clone(),
                 tx,
@@ -167,7 +200,7 @@ impl Link {
         });
         let shared = made.expect("new_cyclic ran its closure");
         tokio::spawn(read_loop(reader, decoder, shared.clone()));
-        tokio::spawn(write_loop(writer, rx, shared.clone()));
+        tokio::spawn(write_loop(writer, splice_out, rx, shared.clone()));
         let link = Link { shared, keepalive, incoming: Arc::new(tokio::sync::Mutex::new(incoming_rx)) };
         Ok((link, peer))
     }
@@ -211,7 +244,7 @@ impl Link {
             stream
         };
         let frame = Frame::new(Kind::Open, stream.id, payload).expect("size checked above");
-        permit.send(frame);
+        permit.send(frame.into());
         Ok(StreamHandle::new(stream, shared.clone(), self.keepalive.clone()))
     }
 
@@ -254,9 +287,11 @@ struct Closed {
 /// stream handles share.
 struct Shared {
     windows: Windows,
+    /// The writer has a [`SpliceOut`]: streams may send staged frames.
+    splices: bool,
     ours: Hello,
     peer: Hello,
-    tx: mpsc::Sender<Frame>,
+    tx: mpsc::Sender<Outgoing>,
     streams: Mutex<Streams>,
     /// Streams with credit to grant, for the writer.
     grants: Mutex<Vec<Arc<Stream>>>,
@@ -380,8 +415,12 @@ impl Shared {
 }
 
 impl Carrier for Shared {
-    fn queue(&self) -> &mpsc::Sender<Frame> {
+    fn queue(&self) -> &mpsc::Sender<Outgoing> {
         &self.tx
+    }
+
+    fn splices(&self) -> bool {
+        self.splices
     }
 
     fn close_reason(&self) -> String {
@@ -423,7 +462,7 @@ impl Carrier for Shared {
     /// or must not (the reader). Order with what the same stream queued
     /// earlier is kept: those frames are already in the queue.
     fn send_soon(&self, frame: Frame) {
-        let frame = match self.tx.try_send(frame) {
+        let frame = match self.tx.try_send(frame.into()) {
             Ok(()) | Err(TrySendError::Closed(_)) => return,
             Err(TrySendError::Full(frame)) => frame,
         };
@@ -474,8 +513,12 @@ fn dispatch_buffered(decoder: &mut Decoder, shared: &Arc<Shared>) -> Result<(), 
     Ok(())
 }
 
-async fn write_loop<W>(writer: W, mut rx: mpsc::Receiver<Frame>, shared: Arc<Shared>)
-where
+async fn write_loop<W>(
+    writer: W,
+    mut splice_out: Option<Box<dyn SpliceOut>>,
+    mut rx: mpsc::Receiver<Outgoing>,
+    shared: Arc<Shared>,
+) where
     W: AsyncWrite + Unpin,
 {
     let mut closing = shared.closing.subscribe();
@@ -484,7 +527,7 @@ where
     // reading must not keep it (and every sender queued behind it) waiting.
     let failed = |closing: &Option<Closed>| closing.as_ref().is_some_and(|c| !c.graceful);
     let result = tokio::select! {
-        result = pump(&mut out, &mut rx, &shared) => result,
+        result = pump(&mut out, &mut splice_out, &mut rx, &shared) => result,
         _ = closing.wait_for(failed) => return,
     };
     match result {
@@ -497,7 +540,12 @@ where
 
 /// Writes queued frames until the link is closed gracefully and the queue is
 /// empty.
-async fn pump<W>(out: &mut BufWriter<W>, rx: &mut mpsc::Receiver<Frame>, shared: &Shared) -> io::Result<()>
+async fn pump<W>(
+    out: &mut BufWriter<W>,
+    splice_out: &mut Option<Box<dyn SpliceOut>>,
+    rx: &mut mpsc::Receiver<Outgoing>,
+    shared: &Shared,
+) -> io::Result<()>
 where
     W: AsyncWrite + Unpin,
 {
@@ -530,8 +578,39 @@ where
                 }
             }
         };
-        write_frame(out, &frame).await?;
+        match frame {
+            Outgoing::Frame(frame) => write_frame(out, &frame).await?,
+            Outgoing::Staged(staged) => write_staged(out, splice_out, staged).await?,
+        }
     }
+}
+
+/// A staged frame: its header through the buffer, the buffer flushed so
+/// everything before it is in the pipe, then its bytes straight from the
+/// staging pipe. The header has promised them: a shortfall is a broken link.
+async fn write_staged<W>(
+    out: &mut BufWriter<W>,
+    splice_out: &mut Option<Box<dyn SpliceOut>>,
+    staged: Staged,
+) -> io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    let splice_out = splice_out
+        .as_mut()
+        .ok_or_else(|| io::Error::other("a staged frame was queued on a link that cannot splice"))?;
+    out.write_all(&staged.header).await?;
+    out.flush().await?;
+    let mut left = staged.len;
+    while left > 0 {
+        let moved = std::future::poll_fn(|cx| splice_out.poll_splice(cx, staged.from.as_fd(), left)).await?;
+        if moved == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the staging pipe ran dry inside a frame"));
+        }
+        left -= moved;
+    }
+    let _ = staged.done.send(());
+    Ok(())
 }
 
 async fn write_frame<W>(out: &mut BufWriter<W>, frame: &Frame) -> io::Result<()>

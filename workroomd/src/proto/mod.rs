@@ -9,11 +9,13 @@
 //! - `message`: the serde types: [`Hello`], [`Request`], [`Response`], ...
 //! - `handshake`: magic bytes and hellos, refusal on a protocol mismatch.
 //! - `link`: [`Link`], the multiplexer (a reader task, a writer task).
+//! - `splice`: data frames whose bytes the writer moves from a sender's
+//!   staging pipe into a pipe output ([`SpliceOut`]), never copied by us.
 //! - `stream`: [`StreamHandle`], one multiplexed stream with credit-based
 //!   flow control. It reaches its link only through the `Carrier` trait,
 //!   which the link implements, so `link` imports `stream` and never the
-//!   other way: the modules form no circle (frame and message at the
-//!   bottom, then handshake and stream, then link).
+//!   other way: the modules form no circle (frame, message and splice at
+//!   the bottom, then handshake and stream, then link).
 //!
 //! # The connection
 //!
@@ -126,6 +128,7 @@ pub mod frame;
 mod handshake;
 mod link;
 mod message;
+mod splice;
 mod stream;
 
 use std::time::Duration;
@@ -137,6 +140,7 @@ pub use message::{
     CaptureRequest, DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, PaneInfo, PaneRequest,
     ProgramStatus, Reason, Request, Response, Role, RunRequest, MAX_CREDENTIAL_INPUT,
 };
+pub use splice::{Sent, SpliceOut};
 pub use stream::{Event, StreamError, StreamHandle, Violation};
 
 /// The protocol number both sides put in their hello. Bump it for any change

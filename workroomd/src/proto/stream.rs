@@ -35,16 +35,18 @@
 //! resets the stream, so a host that goes away stops the daemon's work.
 
 use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 
 use serde::Serialize;
 use thiserror::Error;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::frame::{reason_frame, Frame, FrameError, Kind};
+use super::frame::{header, reason_frame, Frame, FrameError, Kind};
 use super::message::{ExitStatus, Hello, Reason, Response, Role};
+use super::splice::{Outgoing, Sent, Staged};
 #[cfg(doc)]
 use super::INITIAL_WINDOW;
 use super::{FIXED_WINDOW, MAX_DATA_CHUNK, MAX_LINK_GROWTH, MAX_STREAMS, MAX_WINDOW};
@@ -93,6 +95,9 @@ pub enum StreamError {
     TooManyStreams,
     #[error("this link has used up its stream ids; reconnect")]
     IdsExhausted,
+    /// What a staged send was to read failed (its own error, as it gave it).
+    #[error("could not read the source")]
+    Source(#[source] std::io::Error),
 }
 
 /// A frame the peer should never have sent: a bug on its side (both ends are
@@ -182,7 +187,9 @@ pub struct StreamHandle {
 pub(super) trait Carrier: Send + Sync {
     /// The bounded queue to the link's writer; reserving a place in it is
     /// how a sender waits for the pipe.
-    fn queue(&self) -> &mpsc::Sender<Frame>;
+    fn queue(&self) -> &mpsc::Sender<Outgoing>;
+    /// The link's writer can move staged bytes into its output.
+    fn splices(&self) -> bool;
     /// Queues a frame without waiting, for drops, which cannot await.
     fn send_soon(&self, frame: Frame);
     /// The stream has credit to return to the peer.
@@ -299,6 +306,65 @@ impl StreamHandle {
         self.send_bytes(Kind::Data, bytes).await
     }
 
+    /// Whether this stream's link can carry [staged](Self::send_staged)
+    /// frames: its output is a pipe the writer splices into.
+    pub fn can_splice(&self) -> bool {
+        self.guard.link.splices()
+    }
+
+    /// Sends one `Data` frame whose bytes never enter this process (see
+    /// `splice`): `stage(max)` moves at most `max` bytes from the source
+    /// into the staging pipe whose read end is `staged` (a non-blocking
+    /// `splice(2)`) and says how many, 0 at the source's end; the link's
+    /// writer moves them on into its output after the frame's header.
+    /// `capacity` is what the staging pipe holds. Waits for credit first,
+    /// and returns once the staging pipe is empty again, so the next call
+    /// may fill it. A `WouldBlock` from `stage` is [`Sent::Nothing`]: wait
+    /// until the source is readable and call again.
+    pub async fn send_staged(
+        &self,
+        staged: &Arc<OwnedFd>,
+        capacity: usize,
+        stage: impl FnOnce(usize) -> std::io::Result<usize>,
+    ) -> Result<Sent, StreamError> {
+        let stream = self.stream();
+        stream.lock().check_send(stream)?;
+        if !self.guard.link.splices() {
+            return Err(StreamError::Misuse("this link's output cannot take staged bytes"));
+        }
+        self.wait_for_credit().await?;
+        let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
+        // From here to the send nothing awaits. The credit is taken before
+        // the source is read and what was not used is given back, so another
+        // sender on this stream can never spend it twice.
+        let max = {
+            let mut state = stream.lock();
+            state.check_send(stream)?;
+            let max = state.send_credit.min(MAX_DATA_CHUNK).min(capacity);
+            state.send_credit -= max;
+            max
+        };
+        let staged_now = stage(max);
+        let used = *staged_now.as_ref().unwrap_or(&0);
+        stream.lock().send_credit += max - used.min(max);
+        let n = match staged_now {
+            Ok(0) => return Ok(Sent::End),
+            Ok(n) if n <= max => n,
+            Ok(_) => return Err(StreamError::Misuse("staged more bytes than it was allowed")),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(Sent::Nothing),
+            Err(e) => return Err(StreamError::Source(e)),
+        };
+        let (done, sent) = oneshot::channel();
+        permit.send(Outgoing::Staged(Staged {
+            header: header(Kind::Data, stream.id, n),
+            from: staged.clone(),
+            len: n,
+            done,
+        }));
+        sent.await.map_err(|_| self.link_closed())?;
+        Ok(Sent::Bytes(n))
+    }
+
     /// [`send_data`](Self::send_data) for stderr bytes.
     pub async fn send_stderr(&self, bytes: &[u8]) -> Result<(), StreamError> {
         self.send_bytes(Kind::Stderr, bytes).await
@@ -407,7 +473,7 @@ impl StreamHandle {
         let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
         let frame = decide(&mut self.stream().lock())?;
         if let Some(frame) = frame {
-            permit.send(frame);
+            permit.send(frame.into());
         }
         // The state may have ended a direction: wake whoever waits on it.
         self.stream().wake_all();
@@ -432,7 +498,7 @@ impl StreamHandle {
                 continue;
             }
             let frame = Frame::new(kind, stream.id, bytes[..n].to_vec()).expect("a data chunk is under the frame cap");
-            permit.send(frame);
+            permit.send(frame.into());
             bytes = &bytes[n..];
         }
         Ok(())
