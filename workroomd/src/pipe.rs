@@ -122,12 +122,13 @@ async fn copy_out<R>(stream: &StreamHandle, mut reader: R) -> Result<(), SpliceE
 where
     R: AsyncRead + Unpin,
 {
-    let mut buf = vec![0u8; MAX_DATA_CHUNK];
     loop {
-        let n = reader.read(&mut buf).await.map_err(SpliceError::Read)?;
+        // Read into a buffer that becomes the frame's payload: no copy.
+        let mut buf = Vec::with_capacity(MAX_DATA_CHUNK);
+        let n = reader.read_buf(&mut buf).await.map_err(SpliceError::Read)?;
         if n == 0 {
             return stream.send_eof().await.map_err(SpliceError::Stream);
         }
-        stream.send_data(&buf[..n]).await.map_err(SpliceError::Stream)?;
+        stream.send_data_vec(buf).await.map_err(SpliceError::Stream)?;
     }
 }

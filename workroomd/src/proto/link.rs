@@ -29,24 +29,28 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::frame::{reason_frame, Decoder, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
+use super::frame::{reason_frame, Decoder, Frame, FrameError, Kind, MAX_PAYLOAD};
 use super::handshake::{self, LinkError};
 use super::message::{Hello, Reason, Request, Response, Role};
 use super::splice::{Outgoing, SpliceOut, Staged};
 use super::stream::{Carrier, Keepalive, Stream, StreamError, StreamHandle, Violation, Windows};
-use super::{HANDSHAKE_TIMEOUT, MAX_DATA_CHUNK, MAX_STREAMS};
+use super::{HANDSHAKE_TIMEOUT, MAX_STREAMS};
 
-/// Frames waiting for the writer. With [`MAX_DATA_CHUNK`] chunks that is at
+/// Frames waiting for the writer. With [`MAX_DATA_CHUNK`](super::MAX_DATA_CHUNK) chunks that is at
 /// most 2 MiB queued per link: enough to keep the pipe busy while senders
 /// refill it, small enough for the daemon's memory budget.
 const OUTGOING_FRAMES: usize = 8;
 
-/// The writer's buffer: two largest data frames. Many small frames (keystrokes,
-/// grants, replies) leave in one write, and a data frame's 9-byte header is
-/// never written by a syscall of its own: with a buffer no larger than a
-/// chunk, `BufWriter` would flush the header alone and then pass the payload
-/// through, doubling the syscalls of a bulk transfer.
-const WRITE_BUFFER: usize = 2 * (HEADER_LEN + MAX_DATA_CHUNK);
+/// The writer's buffer, for frames under [`DIRECT_WRITE`]: many small
+/// frames (keystrokes, grants, replies) leave in one write. Larger ones
+/// leave with their header in one vectored write, so no header is ever
+/// written by a syscall of its own.
+const WRITE_BUFFER: usize = 4 * DIRECT_WRITE;
+
+/// Payloads at least this large skip the writer's buffer (see
+/// `write_frame`); below it, gathering frames saves more syscalls than the
+/// copy costs.
+const DIRECT_WRITE: usize = 16 * 1024;
 
 /// Frames queued by spawned tasks because the outgoing queue was full when
 /// the reader or a dropped handle had to send them. Each stream accounts for
@@ -613,10 +617,30 @@ where
     Ok(())
 }
 
+/// Writes one frame. Small frames gather in the buffer and leave together;
+/// a payload of [`DIRECT_WRITE`] or more goes out with its header in one
+/// vectored write after the buffer is flushed, rather than being copied
+/// into the buffer first: a bulk transfer's bytes are copied once fewer.
 async fn write_frame<W>(out: &mut BufWriter<W>, frame: &Frame) -> io::Result<()>
 where
     W: AsyncWrite + Unpin,
 {
-    out.write_all(&frame.header()).await?;
-    out.write_all(frame.payload()).await
+    let header = frame.header();
+    if frame.payload().len() < DIRECT_WRITE {
+        out.write_all(&header).await?;
+        return out.write_all(frame.payload()).await;
+    }
+    out.flush().await?;
+    let (mut header, mut payload) = (&header[..], frame.payload());
+    while !header.is_empty() || !payload.is_empty() {
+        let slices = [io::IoSlice::new(header), io::IoSlice::new(payload)];
+        let n = out.get_mut().write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let from_header = n.min(header.len());
+        header = &header[from_header..];
+        payload = &payload[n - from_header..];
+    }
+    Ok(())
 }

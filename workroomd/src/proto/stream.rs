@@ -365,6 +365,18 @@ impl StreamHandle {
         Ok(Sent::Bytes(n))
     }
 
+    /// [`send_data`](Self::send_data) for bytes the caller is done with: a
+    /// chunk that fits in one frame and the credit at hand becomes the
+    /// frame's payload as it is, without a copy (a forward's socket reads).
+    pub async fn send_data_vec(&self, bytes: Vec<u8>) -> Result<(), StreamError> {
+        let mut rest = bytes;
+        self.send_chunks(Kind::Data, rest.len(), |n| {
+            let after = if n < rest.len() { rest.split_off(n) } else { Vec::new() };
+            std::mem::replace(&mut rest, after)
+        })
+        .await
+    }
+
     /// [`send_data`](Self::send_data) for stderr bytes.
     pub async fn send_stderr(&self, bytes: &[u8]) -> Result<(), StreamError> {
         self.send_bytes(Kind::Stderr, bytes).await
@@ -480,16 +492,33 @@ impl StreamHandle {
         Ok(())
     }
 
-    async fn send_bytes(&self, kind: Kind, mut bytes: &[u8]) -> Result<(), StreamError> {
+    async fn send_bytes(&self, kind: Kind, bytes: &[u8]) -> Result<(), StreamError> {
+        let mut rest = bytes;
+        self.send_chunks(kind, bytes.len(), |n| {
+            let (chunk, after) = rest.split_at(n);
+            rest = after;
+            chunk.to_vec()
+        })
+        .await
+    }
+
+    /// Sends `len` bytes in frames as credit allows; `take(n)` gives the next
+    /// `n` of them as a frame's payload.
+    async fn send_chunks(
+        &self,
+        kind: Kind,
+        mut len: usize,
+        mut take: impl FnMut(usize) -> Vec<u8>,
+    ) -> Result<(), StreamError> {
         let stream = self.stream();
         stream.lock().check_send(stream)?;
-        while !bytes.is_empty() {
+        while len > 0 {
             self.wait_for_credit().await?;
             let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
             let n = {
                 let mut state = stream.lock();
                 state.check_send(stream)?;
-                let n = state.send_credit.min(bytes.len()).min(MAX_DATA_CHUNK);
+                let n = state.send_credit.min(len).min(MAX_DATA_CHUNK);
                 state.send_credit -= n;
                 n
             };
@@ -497,9 +526,9 @@ impl StreamHandle {
                 // Another task of this stream spent the credit meanwhile.
                 continue;
             }
-            let frame = Frame::new(kind, stream.id, bytes[..n].to_vec()).expect("a data chunk is under the frame cap");
+            let frame = Frame::new(kind, stream.id, take(n)).expect("a data chunk is under the frame cap");
             permit.send(frame.into());
-            bytes = &bytes[n..];
+            len -= n;
         }
         Ok(())
     }
