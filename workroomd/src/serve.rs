@@ -175,7 +175,10 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
         Ok(crate::relay::Accepted::Stdio { input, output }) => {
             // The output is a pipe: forwarded bytes can be spliced into it.
             match workroomd::staging::PipeOut::new(std::os::fd::AsFd::as_fd(&output)) {
-                Ok(out) => Link::handshake_spliced(input, output, Box::new(out), ours).await,
+                Ok(out) => {
+                    let output = workroomd::staging::PacedPipe::new(output);
+                    Link::handshake_spliced(input, output, Box::new(out), ours).await
+                }
                 Err(e) => {
                     tracing::debug!("the link copies: no second descriptor of its pipe: {e}");
                     Link::handshake_with(input, output, ours).await

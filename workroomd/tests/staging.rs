@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use workroomd::proto::{Event, Hello, Link, Request, Response, Role, StreamError, StreamHandle};
-use workroomd::staging::{PipeOut, Staging};
+use workroomd::staging::{PacedPipe, PipeOut, Staging};
 
 const GUARD: Duration = Duration::from_secs(60);
 
@@ -18,12 +18,14 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
     tokio::time::timeout(GUARD, future).await.unwrap_or_else(|_| panic!("{what} hung"))
 }
 
-/// A daemon-side link whose output is a pipe it can splice into, and the
+/// A daemon-side link whose output is a pipe it can splice into (and
+/// paces its writes to, as `serve` sets it up), and the
 /// host-side link reading that pipe (and writing the other one).
 async fn pipe_links() -> (Link, Link) {
     let (to_host, from_daemon) = tokio::net::unix::pipe::pipe().unwrap();
     let (to_daemon, from_host) = tokio::net::unix::pipe::pipe().unwrap();
     let out = PipeOut::new(to_host.as_fd()).unwrap();
+    let to_host = PacedPipe::new(to_host);
     let (daemon, host) = tokio::join!(
         Link::handshake_spliced(from_host, to_host, Box::new(out), Hello::new(Role::Daemon)),
         Link::handshake_with(from_daemon, to_daemon, Hello::new(Role::Host)),
