@@ -23,15 +23,16 @@ pub fn terminal_size(fd: impl AsFd) -> Option<(u16, u16)> {
 /// (shared with our stdin) as it was, so keys can be read by the async
 /// runtime itself, with no thread handing them over.
 pub fn reopen_terminal() -> Option<std::os::fd::OwnedFd> {
-    use rustix::fs::{fstat, open, FileType, Mode, OFlags};
-    let stdin = fstat(rustix::stdio::stdin()).ok()?;
-    if FileType::from_raw_mode(stdin.st_mode) != FileType::CharacterDevice {
-        return None;
-    }
+    use rustix::fs::{open, Mode, OFlags};
+    // `/dev/tty` is the controlling terminal, and `tcgetsid` answers only
+    // for the controlling terminal: if it does for stdin, the two are one.
+    // (Comparing `fstat`'s devices cannot tell: an fstat of an open
+    // `/dev/tty` names `/dev/tty` itself, 5:0, never the pts behind it, so
+    // that test refused every terminal and keys always went through a
+    // thread.)
+    termios::tcgetsid(rustix::stdio::stdin()).ok()?;
     let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let tty = open("/dev/tty", flags, Mode::empty()).ok()?;
-    let same = fstat(&tty).ok()?.st_rdev == stdin.st_rdev;
-    same.then_some(tty)
+    open("/dev/tty", flags, Mode::empty()).ok()
 }
 
 /// Writes all of `bytes` to stdout with plain `write(2)`s, no buffer and no
@@ -180,6 +181,55 @@ mod tests {
         assert_eq!(m.feed(b"\x10"), (vec![], false));
         assert_eq!(m.feed(b"a"), (b"\x10a".to_vec(), false));
         assert_eq!(m.feed(b"\x10\x10\x11"), (b"\x10".to_vec(), true));
+    }
+
+    /// Runs this test binary's `probe` test as a child on a new pty's
+    /// slave, in a session of its own, the pty its controlling terminal
+    /// when `controlling`; returns what the child printed.
+    fn on_a_pty(controlling: bool) -> String {
+        use std::os::unix::process::CommandExt;
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
+            .args(["--exact", "tty::tests::probe_reopen_terminal", "--nocapture", "--test-threads=1"])
+            .env("WORKROOMD_TTY_PROBE", "1")
+            .stdin(std::process::Stdio::from(pty.slave))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: setsid and ioctl only, both async-signal-safe, between
+        // fork and exec.
+        unsafe {
+            child.pre_exec(move || {
+                libc::setsid();
+                if controlling && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = child.output().unwrap();
+        drop(pty.master);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The child's side of the two tests below; does nothing on its own.
+    #[test]
+    fn probe_reopen_terminal() {
+        if std::env::var_os("WORKROOMD_TTY_PROBE").is_some() {
+            println!("reopened={}", reopen_terminal().is_some());
+        }
+    }
+
+    #[test]
+    fn stdin_that_is_the_controlling_terminal_is_reopened_for_the_runtime() {
+        let said = on_a_pty(true);
+        assert!(said.contains("reopened=true"), "{said}");
+    }
+
+    #[test]
+    fn a_terminal_on_stdin_that_does_not_control_the_session_is_not_reopened() {
+        let said = on_a_pty(false);
+        assert!(said.contains("reopened=false"), "{said}");
     }
 
     #[test]
