@@ -200,7 +200,16 @@ impl Keys {
                 let mut ready = fd.readable().await.ok()?;
                 match ready.try_io(|fd| nix::unistd::read(fd.get_ref(), &mut buf[..]).map_err(std::io::Error::from)) {
                     Ok(Ok(0)) | Ok(Err(_)) => return None,
-                    Ok(Ok(n)) => return Some(buf[..n].to_vec()),
+                    Ok(Ok(n)) => {
+                        // A short read emptied the terminal: the next call
+                        // waits for new keys rather than reading again to
+                        // learn so, a syscall between this key and its
+                        // frame leaving.
+                        if n < buf.len() {
+                            ready.clear_ready();
+                        }
+                        return Some(buf[..n].to_vec());
+                    }
                     Err(_would_block) => continue,
                 }
             },

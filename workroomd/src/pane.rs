@@ -455,7 +455,16 @@ async fn read_until_exit(pane: &Pane) -> ExitStatus {
                 let Ok(mut guard) = ready else { eof = true; continue };
                 match guard.try_io(|fd| rustix::io::read(fd.get_ref(), &mut buf[..]).map_err(std::io::Error::from)) {
                     Ok(Ok(0)) | Ok(Err(_)) => eof = true, // EIO: every slave holder closed it
-                    Ok(Ok(n)) => pane.output(&buf[..n]),
+                    Ok(Ok(n)) => {
+                        pane.output(&buf[..n]);
+                        // A short read emptied the pty: wait for more rather
+                        // than read again to learn so, which would come
+                        // between an echo and its client (the clients' tasks
+                        // run once this one waits).
+                        if n < buf.len() {
+                            guard.clear_ready();
+                        }
+                    }
                     Err(_would_block) => {}
                 }
             }
