@@ -42,6 +42,7 @@ use std::task::Poll;
 
 use serde::Serialize;
 use thiserror::Error;
+use tokio::sync::mpsc::Permit;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::frame::{header, reason_frame, Frame, FrameError, Kind};
@@ -332,18 +333,13 @@ impl StreamHandle {
         if !self.guard.link.splices() {
             return Err(StreamError::Misuse("this link's output cannot take staged bytes"));
         }
-        self.wait_for_credit().await?;
-        let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
-        // From here to the send nothing awaits. The credit is taken before
-        // the source is read and what was not used is given back, so another
-        // sender on this stream can never spend it twice.
-        let max = {
-            let mut state = stream.lock();
-            state.check_send(stream)?;
-            let max = state.send_credit.min(MAX_DATA_CHUNK).min(capacity);
-            state.send_credit -= max;
-            max
-        };
+        if capacity == 0 {
+            return Err(StreamError::Misuse("a staging pipe that holds nothing"));
+        }
+        // From the credit to the send nothing awaits. The credit is taken
+        // before the source is read and what was not used is given back, so
+        // another sender on this stream can never spend it twice.
+        let (permit, max) = self.take_credit(capacity).await?;
         let staged_now = stage(max);
         let used = *staged_now.as_ref().unwrap_or(&0);
         stream.lock().send_credit += max - used.min(max);
@@ -513,24 +509,30 @@ impl StreamHandle {
         let stream = self.stream();
         stream.lock().check_send(stream)?;
         while len > 0 {
-            self.wait_for_credit().await?;
-            let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
-            let n = {
-                let mut state = stream.lock();
-                state.check_send(stream)?;
-                let n = state.send_credit.min(len).min(MAX_DATA_CHUNK);
-                state.send_credit -= n;
-                n
-            };
-            if n == 0 {
-                // Another task of this stream spent the credit meanwhile.
-                continue;
-            }
+            let (permit, n) = self.take_credit(len).await?;
             let frame = Frame::new(kind, stream.id, take(n)).expect("a data chunk is under the frame cap");
             permit.send(frame.into());
             len -= n;
         }
         Ok(())
+    }
+
+    /// Waits for credit and a place in the link's queue, then takes up to
+    /// `most` bytes of the credit (and at most one chunk's): never 0.
+    async fn take_credit(&self, most: usize) -> Result<(Permit<'_, Outgoing>, usize), StreamError> {
+        let stream = self.stream();
+        loop {
+            self.wait_for_credit().await?;
+            let permit = self.guard.link.queue().reserve().await.map_err(|_| self.link_closed())?;
+            let mut state = stream.lock();
+            state.check_send(stream)?;
+            let n = state.send_credit.min(most).min(MAX_DATA_CHUNK);
+            if n > 0 {
+                state.send_credit -= n;
+                return Ok((permit, n));
+            }
+            // Another task of this stream spent the credit meanwhile.
+        }
     }
 
     async fn wait_for_credit(&self) -> Result<(), StreamError> {
