@@ -183,7 +183,7 @@ impl DockerEngine {
         let version = self.docker.client_version();
         let path = format!("/v{}.{}/exec/{}/start", version.major_version, version.minor_version, created.id);
         let body = serde_json::json!({ "Detach": false, "Tty": spec.tty }).to_string();
-        let started = hijack::start(&self.transport, &path, body, super::REQUEST_TIMEOUT);
+        let started = hijack::start(&self.transport, &path, body);
         let (io, already_read) = match super::logged("start_exec", container, started).await {
             Ok(started) => started,
             Err(StartError::Refused { status, message }) => {

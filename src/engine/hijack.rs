@@ -34,7 +34,6 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 pub type BoxIo = Box<dyn Io>;
 
 /// How a new connection to the engine is made.
-#[derive(Clone)]
 pub enum Transport {
     Unix(PathBuf),
     /// `host:port`, plain HTTP (workroom speaks no TLS to engines).
@@ -90,13 +89,10 @@ pub enum StartError {
 /// raw connection, with the bytes the HTTP reader had already taken past
 /// the response's head (the stream's first bytes, when the engine was
 /// quick).
-pub async fn start(
-    transport: &Transport,
-    path: &str,
-    body: String,
-    timeout: std::time::Duration,
-) -> Result<(BoxIo, Bytes), StartError> {
-    tokio::time::timeout(timeout, upgrade(transport, path, body)).await.unwrap_or(Err(StartError::TimedOut))
+/// Bounded by `REQUEST_TIMEOUT`, as bollard's requests are.
+pub async fn start(transport: &Transport, path: &str, body: String) -> Result<(BoxIo, Bytes), StartError> {
+    let upgraded = upgrade(transport, path, body);
+    tokio::time::timeout(super::REQUEST_TIMEOUT, upgraded).await.unwrap_or(Err(StartError::TimedOut))
 }
 
 async fn upgrade(transport: &Transport, path: &str, body: String) -> Result<(BoxIo, Bytes), StartError> {
