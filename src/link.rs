@@ -59,7 +59,15 @@ impl RoomLink {
         let mut exec = engine.exec(room_id, &spec).await?;
         let mut stderr = exec.output.take_stderr();
         let ours = Hello { version: env!("CARGO_PKG_VERSION").to_string(), ..Hello::new(Role::Host) };
-        match Link::handshake_with(exec.output, exec.input, ours).await {
+        // Where the engine's connection is a socket, a forward's bytes are
+        // spliced into it rather than copied through us (workroomd's
+        // staging.rs); a refusal to register it only costs the copies.
+        let splice_out = exec.input_socket.and_then(|socket| workroomd::staging::FdOut::socket(socket).ok());
+        let handshake = match splice_out {
+            Some(out) => Link::handshake_spliced(exec.output, exec.input, Box::new(out), ours).await,
+            None => Link::handshake_with(exec.output, exec.input, ours).await,
+        };
+        match handshake {
             // The daemon's hello was checked by the handshake; nothing else
             // of it is needed on the host.
             Ok((link, _daemon)) => Ok(RoomLink { room, link }),

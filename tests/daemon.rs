@@ -137,6 +137,22 @@ fn one_gibibyte_makes_the_round_trip_through_the_relay_intact() {
     });
 }
 
+/// A local engine's exec connection is a socket, so the host's side of the
+/// link splices a forwarded connection's bytes into it, as the daemon does
+/// into its pipe (`workroomd::staging`); only an ssh engine's copies.
+#[test]
+fn a_link_through_a_local_engine_splices_on_both_sides() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    runtime().block_on(async {
+        let engine = Engine::connect().await.expect("engine");
+        assert!(!engine.host().starts_with("ssh://"), "run with a local engine");
+        let link = RoomLink::connect(&engine, &ws.room_name()).await.expect("link");
+        let handle = link.link().open(Request::Status).await.expect("open");
+        assert!(handle.can_splice(), "the host's link to {} copies every forwarded byte", engine.host());
+    });
+}
+
 #[test]
 fn closing_stdin_mid_stream_ends_the_relay_and_leaves_the_daemon_serving() {
     let ws = Workspace::image(BUSYBOX);

@@ -32,6 +32,10 @@ pub struct ExecStream {
     pub id: String,
     pub output: ExecOutput,
     pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    /// The socket `input` writes to, as a descriptor of its own, where the
+    /// engine's connection is a socket: bytes spliced into it land after
+    /// whatever `input` wrote and flushed before.
+    pub input_socket: Option<std::os::fd::OwnedFd>,
 }
 
 /// Stdout as bytes; stderr pieces go to `stderr` (bounded: a daemon that only
@@ -184,7 +188,7 @@ impl DockerEngine {
         let path = format!("/v{}.{}/exec/{}/start", version.major_version, version.minor_version, created.id);
         let body = serde_json::json!({ "Detach": false, "Tty": spec.tty }).to_string();
         let started = hijack::start(&self.transport, &path, body);
-        let (io, already_read) = match super::logged("start_exec", container, started).await {
+        let started = match super::logged("start_exec", container, started).await {
             Ok(started) => started,
             Err(StartError::Refused { status, message }) => {
                 let refusal = BollardError::DockerResponseServerError { status_code: status, message };
@@ -192,11 +196,12 @@ impl DockerEngine {
             }
             Err(e) => return Err(EngineError::Unreachable { host: self.host().to_string(), reason: e.to_string() }),
         };
-        let (read, write) = tokio::io::split(io);
+        let (read, write) = tokio::io::split(started.io);
         Ok(ExecStream {
             id: created.id,
-            output: ExecOutput::new(read, spec.tty, &already_read),
+            output: ExecOutput::new(read, spec.tty, &started.already_read),
             input: Box::pin(write),
+            input_socket: started.socket,
         })
     }
 

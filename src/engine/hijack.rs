@@ -17,6 +17,7 @@
 //! does: unix and tcp engines get a new socket, ssh engines a new
 //! `docker system dial-stdio` session of the engine's ssh master.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -58,16 +59,23 @@ impl Transport {
         None
     }
 
-    async fn connect(&self) -> std::io::Result<BoxIo> {
+    /// A new connection, and a second descriptor of its socket where it is
+    /// one (unix and tcp engines), for bytes spliced into it.
+    async fn connect(&self) -> std::io::Result<(BoxIo, Option<OwnedFd>)> {
         Ok(match self {
-            Transport::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+            Transport::Unix(path) => {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                let fd = stream.as_fd().try_clone_to_owned()?;
+                (Box::new(stream), Some(fd))
+            }
             Transport::Tcp(authority) => {
                 let stream = tokio::net::TcpStream::connect(authority.as_str()).await?;
                 // Keystrokes and their echoes ride this connection.
                 stream.set_nodelay(true)?;
-                Box::new(stream)
+                let fd = stream.as_fd().try_clone_to_owned()?;
+                (Box::new(stream), Some(fd))
             }
-            Transport::Ssh(master) => Box::new(master.dial()?),
+            Transport::Ssh(master) => (Box::new(master.dial()?), None),
         })
     }
 }
@@ -85,19 +93,27 @@ pub enum StartError {
     TimedOut,
 }
 
+/// An exec's connection, taken over.
+pub struct Started {
+    pub io: BoxIo,
+    /// The bytes the HTTP reader had already taken past the response's head
+    /// (the stream's first bytes, when the engine was quick).
+    pub already_read: Bytes,
+    /// A second descriptor of the connection's socket, where it is one: a
+    /// link's writer splices staged bytes into it (`workroomd::staging`).
+    pub socket: Option<OwnedFd>,
+}
+
 /// Sends `POST {path}` with `body` and the upgrade headers and returns the
-/// raw connection, with the bytes the HTTP reader had already taken past
-/// the response's head (the stream's first bytes, when the engine was
-/// quick).
-/// Bounded by `REQUEST_TIMEOUT`, as bollard's requests are.
-pub async fn start(transport: &Transport, path: &str, body: String) -> Result<(BoxIo, Bytes), StartError> {
+/// raw connection. Bounded by `REQUEST_TIMEOUT`, as bollard's requests are.
+pub async fn start(transport: &Transport, path: &str, body: String) -> Result<Started, StartError> {
     let upgraded = upgrade(transport, path, body);
     tokio::time::timeout(super::REQUEST_TIMEOUT, upgraded).await.unwrap_or(Err(StartError::TimedOut))
 }
 
-async fn upgrade(transport: &Transport, path: &str, body: String) -> Result<(BoxIo, Bytes), StartError> {
+async fn upgrade(transport: &Transport, path: &str, body: String) -> Result<Started, StartError> {
     let lost = |e: &dyn std::fmt::Display| StartError::Connection(e.to_string());
-    let io = transport.connect().await.map_err(|e| lost(&e))?;
+    let (io, socket) = transport.connect().await.map_err(|e| lost(&e))?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake::<_, String>(TokioIo::new(io)).await.map_err(|e| lost(&e))?;
     // The connection task ends when the upgrade hands the socket over (or
@@ -119,7 +135,7 @@ async fn upgrade(transport: &Transport, path: &str, body: String) -> Result<(Box
     }
     let upgraded = hyper::upgrade::on(&mut response).await.map_err(|e| lost(&e))?;
     match upgraded.downcast::<TokioIo<BoxIo>>() {
-        Ok(parts) => Ok((parts.io.into_inner(), parts.read_buf)),
+        Ok(parts) => Ok(Started { io: parts.io.into_inner(), already_read: parts.read_buf, socket }),
         // Cannot happen: the connection was made above with this type.
         Err(_) => Err(StartError::Connection("the upgraded connection is not the one that was made".into())),
     }

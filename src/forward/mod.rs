@@ -156,8 +156,9 @@ async fn carry(tcp: TcpStream, forward: Arc<Forward>, link: Link) {
         Ok(s) => s,
         Err(e) => return eprintln!("workroom: {forward}: {e}"),
     };
-    let (reader, writer) = tcp.into_split();
-    if let Err(e) = pipe::splice(&stream, reader, writer).await {
+    // The client's bytes reach the engine's connection without passing
+    // through our memory where the link splices (workroomd's staging.rs).
+    if let Err(e) = workroomd::staging::carry(&stream, tcp).await {
         eprintln!("workroom: {forward}: {e}");
     }
 }

@@ -6,7 +6,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use workroomd::pipe;
 use workroomd::proto::{Response, StreamError, StreamHandle};
 
 /// Why a forwarded port could not be dialled in the room.
@@ -47,12 +46,7 @@ pub async fn connect(handle: &StreamHandle, host: String, port: u16) -> Result<(
     handle.reply(Response::Ready).await?;
     // Where the link's output is a pipe, the socket's bytes reach it
     // without passing through our memory (staging.rs).
-    let staging = if handle.can_splice() { workroomd::staging::Staging::new().ok() } else { None };
-    let (reader, writer) = socket.into_split();
-    let spliced = match &staging {
-        Some(staging) => pipe::splice_from(handle, staging.send_socket(handle, reader.as_ref()), writer).await,
-        None => pipe::splice(handle, reader, writer).await,
-    };
+    let spliced = workroomd::staging::carry(handle, socket).await;
     if let Err(e) = spliced {
         tracing::warn!("forward to {host}:{port}: {e}");
     }

@@ -16,9 +16,10 @@
 //!   by the daemon's `files` job.
 //! - [`pipe`]: a byte connection (a forwarded port, an ssh-agent socket)
 //!   spliced onto a stream, on either side.
-//! - [`staging`] (feature `daemon`): the daemon's side of the link's
-//!   spliced data frames: a forwarded socket's bytes staged in a pipe and
-//!   moved into the exec's pipe, never copied into memory.
+//! - [`staging`] (feature `splice`): the sending side of the link's spliced
+//!   data frames: a forwarded socket's bytes staged in a pipe and moved into
+//!   the link's output (the daemon's exec pipe, the host's engine socket),
+//!   never copied into memory.
 //! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
 //! - [`tty`] (feature `tty`): our side of a terminal (raw mode, window size,
@@ -34,7 +35,7 @@ pub mod atomic;
 pub mod files;
 pub mod pipe;
 pub mod proto;
-#[cfg(feature = "daemon")]
+#[cfg(feature = "splice")]
 pub mod staging;
 #[cfg(feature = "term")]
 pub mod term;

@@ -174,7 +174,7 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
         // (the relay waits on it) until this function returns.
         Ok(crate::relay::Accepted::Stdio { input, output }) => {
             // The output is a pipe: forwarded bytes can be spliced into it.
-            match workroomd::staging::PipeOut::new(std::os::fd::AsFd::as_fd(&output)) {
+            match workroomd::staging::FdOut::pipe(std::os::fd::AsFd::as_fd(&output)) {
                 Ok(out) => {
                     let output = workroomd::staging::PacedPipe::new(output);
                     Link::handshake_spliced(input, output, Box::new(out), ours).await

@@ -1,12 +1,16 @@
-//! The daemon's side of `proto::splice`: a forwarded connection's bytes go
+//! The sending side of `proto::splice`: a forwarded connection's bytes go
 //! from its socket into a staging pipe of the connection's own, and from
-//! there into the exec's stdout pipe, which the link writes to, without
-//! ever being copied into the daemon's memory (`splice(2)` both times).
+//! there into what the link writes to (in the daemon the exec's stdout
+//! pipe, on the host the exec's connection to the engine), without ever
+//! being copied into our memory (`splice(2)` both times).
 //!
-//! Only where the link's output is a pipe: a relay that handed its stdio
-//! over (`relay.rs`). Anything else copies as before (`pipe::splice`).
+//! Only where the link's output is a descriptor to splice into: a relay
+//! that handed its stdio over (`relay.rs`), and on the host the socket of
+//! an exec's connection to a local engine (`engine/hijack.rs`). Anything
+//! else copies as before (`pipe::splice`).
 //!
-//! Writes to that pipe, spliced or not, pause once it is full ([`Pacer`]).
+//! The daemon's writes to its pipe, spliced or not, pause once it is full
+//! ([`Pacer`]).
 
 use std::future::Future;
 use std::io;
@@ -184,33 +188,50 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for PacedPipe<W> {
     }
 }
 
-/// The exec's stdout pipe, as the link's writer splices staged bytes into
-/// it (a second descriptor of the pipe the writer writes frames to).
-pub struct PipeOut {
+/// Where the link's writer splices staged bytes: a second descriptor of
+/// what it writes frames to. In the daemon, the exec's stdout pipe, whose
+/// writes pause once it is full ([`Pacer`]); on the host, the socket of the
+/// exec's hijacked connection to the engine, which wakes its writer only
+/// once half its buffer is free, so it needs no pause.
+pub struct FdOut {
     fd: AsyncFd<OwnedFd>,
-    pacer: Pacer,
+    pacer: Option<Pacer>,
 }
 
-impl PipeOut {
-    /// `pipe` is the write end the link writes to; it is non-blocking
-    /// already (tokio's pipe sender made it so), which a duplicate shares.
-    pub fn new(pipe: BorrowedFd<'_>) -> io::Result<PipeOut> {
-        let dup = pipe.try_clone_to_owned()?;
-        // SAFETY: `dup` is a descriptor of our own, owned by the `AsyncFd`
+impl FdOut {
+    /// The exec's stdout pipe. `pipe` is the write end the link writes to;
+    /// it is non-blocking already (tokio's pipe sender made it so), which a
+    /// duplicate shares.
+    pub fn pipe(pipe: BorrowedFd<'_>) -> io::Result<FdOut> {
+        FdOut::new(pipe.try_clone_to_owned()?, Some(Pacer::default()))
+    }
+
+    /// A socket the link writes to, as a descriptor of its own (a
+    /// duplicate), non-blocking as the one the link writes through is.
+    pub fn socket(socket: OwnedFd) -> io::Result<FdOut> {
+        FdOut::new(socket, None)
+    }
+
+    fn new(fd: OwnedFd, pacer: Option<Pacer>) -> io::Result<FdOut> {
+        // SAFETY: `fd` is a descriptor of our own, owned by the `AsyncFd`
         // and closed only when it drops (tokio's I/O-safety rule).
-        let fd = unsafe { AsyncFd::register_with_interest(dup, Interest::WRITABLE) }?;
-        Ok(PipeOut { fd, pacer: Pacer::default() })
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::WRITABLE) }?;
+        Ok(FdOut { fd, pacer })
     }
 }
 
-impl SpliceOut for PipeOut {
+impl SpliceOut for FdOut {
     fn poll_splice(&mut self, cx: &mut Context<'_>, from: BorrowedFd<'_>, len: usize) -> Poll<io::Result<usize>> {
-        std::task::ready!(self.pacer.poll_ready(cx));
+        if let Some(pacer) = self.pacer.as_mut() {
+            std::task::ready!(pacer.poll_ready(cx));
+        }
         loop {
             let mut ready = match self.fd.poll_write_ready(cx) {
                 Poll::Ready(ready) => ready?,
                 Poll::Pending => {
-                    self.pacer.blocked(cx);
+                    if let Some(pacer) = self.pacer.as_mut() {
+                        pacer.blocked(cx);
+                    }
                     return Poll::Pending;
                 }
             };
@@ -221,16 +242,30 @@ impl SpliceOut for PipeOut {
                     .map_err(io::Error::from)
             }) {
                 Ok(moved) => {
-                    if let Ok(n) = &moved {
-                        self.pacer.wrote(*n, len);
+                    if let (Ok(n), Some(pacer)) = (&moved, self.pacer.as_mut()) {
+                        pacer.wrote(*n, len);
                     }
                     return Poll::Ready(moved);
                 }
                 // Readiness is cleared; polling it again registers for the
-                // pipe's next room.
+                // output's next room.
                 Err(_would_block) => continue,
             }
         }
+    }
+}
+
+/// Carries a forwarded connection both ways on `handle` (whose reply is
+/// settled): where the link splices, the socket's bytes are staged, never
+/// read into memory; elsewhere they are copied (`pipe::splice`). The
+/// daemon's side and the host's forwarder both carry their sockets so.
+pub async fn carry(handle: &StreamHandle, socket: TcpStream) -> Result<(), SpliceError> {
+    // A pipe refused (out of descriptors, a pipe quota): copy instead.
+    let staging = if handle.can_splice() { Staging::new().ok() } else { None };
+    let (reader, writer) = socket.into_split();
+    match &staging {
+        Some(staging) => crate::pipe::splice_from(handle, staging.send_socket(handle, reader.as_ref()), writer).await,
+        None => crate::pipe::splice(handle, reader, writer).await,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use workroomd::proto::{Event, Hello, Link, Request, Response, Role, StreamError, StreamHandle};
-use workroomd::staging::{PacedPipe, PipeOut, Staging};
+use workroomd::staging::{FdOut, PacedPipe, Staging};
 
 const GUARD: Duration = Duration::from_secs(60);
 
@@ -24,7 +24,7 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
 async fn pipe_links() -> (Link, Link) {
     let (to_host, from_daemon) = tokio::net::unix::pipe::pipe().unwrap();
     let (to_daemon, from_host) = tokio::net::unix::pipe::pipe().unwrap();
-    let out = PipeOut::new(to_host.as_fd()).unwrap();
+    let out = FdOut::pipe(to_host.as_fd()).unwrap();
     let to_host = PacedPipe::new(to_host);
     let (daemon, host) = tokio::join!(
         Link::handshake_spliced(from_host, to_host, Box::new(out), Hello::new(Role::Daemon)),
