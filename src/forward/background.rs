@@ -26,14 +26,50 @@ pub fn current(room: &str, started_at: &str) -> Option<Status> {
 }
 
 /// How `up` reached the forwarder check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
     /// Nothing else was due: no process is spawned to decide. Whether the
     /// host's git has a credential helper is guessed from git's config
     /// files (no `git config` run); ports and an ssh-agent are seen.
     Fast,
     /// The room was made, started or had hooks due: everything is asked.
-    Full,
+    Full(OfferProbe),
+}
+
+impl Check {
+    /// The full check, with what the host offers asked now, on a thread of
+    /// its own: `up` makes or starts the room meanwhile.
+    pub fn full(loaded: &Loaded) -> Check {
+        Check::Full(OfferProbe::start(loaded))
+    }
+}
+
+/// What the host offers a room ([`super::host_offer`]), being asked. Its
+/// `git config` run takes 10-25 ms, which `up` spent waiting, after the
+/// room's start, before its hooks: started before the room is made, it
+/// runs while the engine creates and starts it.
+pub struct OfferProbe(Option<tokio::task::JoinHandle<super::host_credentials::Offer>>);
+
+impl OfferProbe {
+    fn start(loaded: &Loaded) -> OfferProbe {
+        // With ports to forward the forwarder starts whatever is offered,
+        // and asks for itself: nothing to run here.
+        if !loaded.model.forward_ports.is_empty() {
+            return OfferProbe(None);
+        }
+        let workspace = loaded.workspace.local_folder.clone();
+        OfferProbe(Some(tokio::task::spawn_blocking(move || super::host_offer(&workspace))))
+    }
+
+    /// Whether the host offers anything (asked again should the thread have
+    /// failed).
+    async fn offers_anything(self, loaded: &Loaded) -> bool {
+        let offer = match self.0 {
+            Some(asked) => asked.await.ok(),
+            None => None,
+        };
+        let offer = offer.unwrap_or_else(|| super::host_offer(&loaded.workspace.local_folder));
+        offer.ssh_agent.is_some() || offer.git_credentials
+    }
 }
 
 /// What `up` does about the room's forwarder: none when the running one
@@ -63,10 +99,7 @@ pub async fn ensure_for_up(
                     || (super::settings::load(&loaded.workspace.local_folder).git_credentials
                         && super::host_credentials::host_git_config_names_a_helper())
             }
-            Check::Full => {
-                let offer = super::host_offer(&loaded.workspace.local_folder);
-                offer.ssh_agent.is_some() || offer.git_credentials
-            }
+            Check::Full(probe) => probe.offers_anything(loaded).await,
         };
     if !carries {
         return Ok(None);

@@ -72,6 +72,10 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         None => identity::room_name_in(&loaded.workspace.local_folder, &loaded.config_path, wants),
     };
     let mut existing = engine.inspect_container(&name).await?;
+    // A room to be made or started takes the full path: what the host
+    // offers it is asked now, while the engine works.
+    let running_before = existing.as_ref().and_then(|c| c.state.as_ref()?.running) == Some(true);
+    let full_check = (!running_before || options.recreate).then(|| Check::full(loaded));
     // The workspace's rooms of another peer setting or group, looked for
     // only when the room must be made (one `list` on that path, none on the
     // others), and before initializeCommand, so a refused `up` runs nothing.
@@ -230,7 +234,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         None => image_metadata(engine, loaded, &container, &name).await?,
     };
     // Before the hooks, so they can use the forwarded credentials.
-    keep_forwarder(loaded, &name, &started_at, Check::Full).await;
+    keep_forwarder(loaded, &name, &started_at, full_check.unwrap_or_else(|| Check::full(loaded))).await;
     let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &remote_user, &container_env);
     ctx.created_at = container.created.clone().unwrap_or_default();
     ctx.started_at = started_at.clone();
