@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// Bumped whenever the Dockerfile or the files change shape, so images
 /// built by an older recipe are never reused.
-pub const RECIPE_VERSION: &str = "workroom-features-2";
+pub const RECIPE_VERSION: &str = "workroom-features-3";
 
 /// Where features are copied in the image (the reference's folder).
 pub const DEST: &str = "/tmp/dev-container-features";
@@ -56,6 +56,8 @@ pub struct Context {
     pub dockerfile: String,
     /// sha256 hex of the recipe, the base image, the label and the context.
     pub key: String,
+    /// The context's files, the Dockerfile among them.
+    files: Vec<(String, Entry)>,
 }
 
 impl Context {
@@ -98,7 +100,42 @@ pub fn context(base_id: &str, users: &Users, installs: &[Install], label: &str) 
         hasher.update(part);
     }
     hasher.update(&tar);
-    Ok(Context { tar, dockerfile, key: hex::encode(hasher.finalize()) })
+    Ok(Context { tar, dockerfile, key: hex::encode(hasher.finalize()), files })
+}
+
+impl Context {
+    /// The context with `labels` set by the Dockerfile's last instruction,
+    /// and the labels left for the build's parameters (those that cannot be
+    /// written there, see [`label_instruction`]). The key stays the one
+    /// [`context`] gave: the labels name it, so it cannot cover them.
+    pub fn labelled(&self, labels: Vec<(String, String)>) -> std::io::Result<(Vec<u8>, Vec<(String, String)>)> {
+        let Some(line) = label_instruction(&labels) else { return Ok((self.tar.clone(), labels)) };
+        let mut files: Vec<(String, Entry)> =
+            self.files.iter().filter(|(p, _)| p != "Dockerfile").map(|(p, e)| (p.clone(), e.clone())).collect();
+        files.push(("Dockerfile".into(), Entry::File(format!("{}{line}", self.dockerfile).into_bytes())));
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((pack(&files)?, Vec::new()))
+    }
+}
+
+/// The longest `LABEL` line written into a Dockerfile: the engine's parser
+/// reads a line as one token of at most 64 KiB.
+const LABEL_LINE_MAX: usize = 32 * 1024;
+
+/// One `LABEL` instruction for all of `labels`, each key and value in
+/// double quotes with `\`, `"` and `$` escaped (a Dockerfile expands
+/// variables in labels). The build's label parameters would cost one
+/// classic-builder step per label, each a container and a commit (two to
+/// three seconds apiece on fuse-overlayfs); this is one step for all.
+/// `None` for a value with a line break or a line too long to parse.
+pub fn label_instruction(labels: &[(String, String)]) -> Option<String> {
+    if labels.is_empty() || labels.iter().any(|(k, v)| k.contains(['\n', '\r']) || v.contains(['\n', '\r'])) {
+        return None;
+    }
+    let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace('$', "\\$"));
+    let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{}={}", quote(k), quote(v))).collect();
+    let line = format!("LABEL {}\n", pairs.join(" "));
+    (line.len() <= LABEL_LINE_MAX).then_some(line)
 }
 
 /// The room's image over an installed one: its label gains
@@ -106,11 +143,25 @@ pub fn context(base_id: &str, users: &Users, installs: &[Install], label: &str) 
 /// layerless commit named by the installed key and the label, so a changed
 /// hook or `remoteEnv` costs one metadata commit, never a reinstall of every
 /// feature. The context and the tag.
-pub fn labelled(installed_id: &str, key: &str, label: &str) -> std::io::Result<(Vec<u8>, String)> {
-    let dockerfile = format!("FROM {installed_id}\n");
+/// `labels` are set by the Dockerfile where they can be; the rest are
+/// returned for the build's parameters.
+pub fn labelled(
+    installed_id: &str,
+    key: &str,
+    label: &str,
+    labels: Vec<(String, String)>,
+) -> std::io::Result<(Vec<u8>, String, Vec<(String, String)>)> {
+    let mut dockerfile = format!("FROM {installed_id}\n");
+    let left = match label_instruction(&labels) {
+        Some(line) => {
+            dockerfile.push_str(&line);
+            Vec::new()
+        }
+        None => labels,
+    };
     let tar = pack(&[("Dockerfile".into(), Entry::File(dockerfile.into_bytes()))])?;
     let tag = format!("{IMAGE_REPOSITORY}:{}-{}", &key[..32], &label_digest(label)[..16]);
-    Ok((tar, tag))
+    Ok((tar, tag, left))
 }
 
 /// sha256 hex of a label's value: names a labelled image, and lets a
@@ -119,7 +170,7 @@ pub fn label_digest(label: &str) -> String {
     hex::encode(Sha256::digest(label.as_bytes()))
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Entry {
     Dir,
     File(Vec<u8>),
@@ -177,10 +228,20 @@ fn pack(files: &[(String, Entry)]) -> std::io::Result<Vec<u8>> {
 }
 
 /// The Dockerfile: the reference's layers, with as few steps as the
-/// classic builder allows (each step is a container and a commit): one
-/// COPY of every feature, the builtin users' homes found in the first RUN,
-/// each feature's `containerEnv` before its RUN, and `USER` only when the
-/// image runs as someone else than root.
+/// classic builder allows (each step is a container and a commit: two to
+/// three seconds on fuse-overlayfs, whatever the step does): one COPY of
+/// every feature, the builtin users' homes found in the first RUN, one RUN
+/// per feature, and `USER` only when the image runs as someone else than
+/// root.
+///
+/// The features' `containerEnv` reach the image and each later install as
+/// the reference's `ENV` before each feature's RUN would give them. Where
+/// every value reads the same to the shell as to the Dockerfile
+/// ([`folds`]), each RUN exports what the ENVs before it would have set and
+/// the image gets them after the last RUN in as few `ENV` steps as keep
+/// their meaning ([`env_groups`]): for two features with `containerEnv`,
+/// two to three steps fewer. Otherwise each feature's `ENV` precedes its
+/// RUN, as the reference writes it.
 pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String {
     let builtin = format!("{DEST}/devcontainer-features.builtin.env");
     let as_root = matches!(users.image_user.as_str(), "root" | "0" | "");
@@ -195,15 +256,28 @@ pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String 
         passwd_lookup(&users.container_user),
         passwd_lookup(&users.remote_user)
     );
+    let envs: Vec<Vec<(String, String)>> = installs.iter().map(container_env).collect();
+    let folded = envs.iter().flatten().all(|(k, v)| folds(k, v));
+    let mut exported = String::new();
     for (i, install) in installs.iter().enumerate() {
         let cid = &install.consecutive_id;
-        if let Some(Value::Object(env)) = install.feature.get("containerEnv") {
-            d.push_str(&env_lines(env));
+        if folded {
+            for (k, v) in &envs[i] {
+                exported.push_str(&format!("export {k}=\"{v}\" && "));
+            }
+        } else {
+            d.push_str(&env_lines(&envs[i]));
         }
         let first = if i == 0 { homes.as_str() } else { "" };
         d.push_str(&format!(
-            "RUN {first}cd {DEST}/{cid} && chmod +x ./devcontainer-features-install.sh && ./devcontainer-features-install.sh\n"
+            "RUN {exported}{first}cd {DEST}/{cid} && chmod +x ./devcontainer-features-install.sh && ./devcontainer-features-install.sh\n"
         ));
+    }
+    if folded {
+        for group in env_groups(&envs.concat()) {
+            let pairs: Vec<String> = group.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            d.push_str(&format!("ENV {}\n", pairs.join(" ")));
+        }
     }
     if !as_root {
         d.push_str(&format!("USER {}\n", users.image_user));
@@ -211,14 +285,85 @@ pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String 
     d
 }
 
-/// A feature's `containerEnv` as `ENV`: one instruction for all its keys,
-/// unless a value refers to a variable (`${PATH}:…`), which must see the
-/// value set before it: then one per key, as the reference writes them.
-fn env_lines(env: &Map<String, Value>) -> String {
-    let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_env(&js_string(v)))).collect();
+/// A feature's `containerEnv`, in its order, each value as a Dockerfile
+/// `ENV` quotes it (`"` and `\` escaped).
+fn container_env(install: &Install) -> Vec<(String, String)> {
+    match install.feature.get("containerEnv") {
+        Some(Value::Object(env)) => env.iter().map(|(k, v)| (k.clone(), escape_env(&js_string(v)))).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `KEY="value"` (`value` escaped for `ENV`) means the same to the
+/// shell's `export` as to the Dockerfile's `ENV`: a shell name, and a value
+/// whose only expansions are `$NAME` and `${NAME}`, with no backslash but
+/// the `\"` of an escaped quote, and no backquote. `$(…)`, `${X:-y}` and
+/// the like, backquotes and other escapes read differently (or run
+/// something) in one of them.
+fn folds(key: &str, value: &str) -> bool {
+    if !is_name(key) || value.contains(['`', '\n']) || value.replace("\\\"", "").contains('\\') {
+        return false;
+    }
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        let name = match rest.strip_prefix('{') {
+            Some(braced) => match braced.split_once('}') {
+                Some((name, after)) if is_name(name) => {
+                    rest = after;
+                    continue;
+                }
+                _ => return false,
+            },
+            None => rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').count(),
+        };
+        if name == 0 || rest.starts_with(|c: char| c.is_ascii_digit()) {
+            return false;
+        }
+    }
+    true
+}
+
+fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `ENV` instructions for `pairs` set one after the other: one instruction
+/// expands every value against the variables as they were before it, so a
+/// value that names a key set earlier in its instruction (or a key set
+/// twice) starts the next one.
+fn env_groups(pairs: &[(String, String)]) -> Vec<Vec<(String, String)>> {
+    let mut groups: Vec<Vec<(String, String)>> = Vec::new();
+    for (k, v) in pairs {
+        let joins = groups.last().is_some_and(|g| g.iter().all(|(earlier, _)| earlier != k && !names(v, earlier)));
+        match groups.last_mut() {
+            Some(group) if joins => group.push((k.clone(), v.clone())),
+            _ => groups.push(vec![(k.clone(), v.clone())]),
+        }
+    }
+    groups
+}
+
+/// Whether `value` refers to the variable `name` (`$name` or `${name}`).
+fn names(value: &str, name: &str) -> bool {
+    value.match_indices('$').any(|(at, _)| {
+        let rest = &value[at + 1..];
+        let rest = rest.strip_prefix('{').unwrap_or(rest);
+        rest.strip_prefix(name).is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+    })
+}
+
+/// A feature's `containerEnv` as `ENV` before its RUN, as the reference
+/// writes it: one instruction for all its keys, unless a value refers to a
+/// variable (`${PATH}:…`), which must see the value set before it: then one
+/// per key.
+fn env_lines(env: &[(String, String)]) -> String {
+    let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
     if pairs.is_empty() {
         String::new()
-    } else if env.values().any(|v| js_string(v).contains('$')) {
+    } else if env.iter().any(|(_, v)| v.contains('$')) {
         pairs.iter().map(|p| format!("ENV {p}\n")).collect()
     } else {
         format!("ENV {}\n", pairs.join(" "))
@@ -343,10 +488,9 @@ mod tests {
         let installs = [install(dir.path(), "hello_0", "A=\"1\""), install(dir.path(), "hello_1", "")];
         let d = dockerfile("sha256:abc", &Users { image_user: "dev".into(), ..users() }, &installs);
         assert!(d.starts_with("FROM sha256:abc\nUSER root\nCOPY features/ /tmp/dev-container-features/\n"), "{d}");
-        let env = d.find("ENV GREETING=\"say \\\"hi\\\"\"").unwrap();
         let first = d.find("cd /tmp/dev-container-features/hello_0 &&").unwrap();
         let second = d.find("cd /tmp/dev-container-features/hello_1 &&").unwrap();
-        assert!(env < first && first < second, "{d}");
+        assert!(first < second, "{d}");
         assert!(d.ends_with("USER dev\n"), "{d}");
         assert!(d.contains("getent passwd 'dev' || grep -E '^dev|^[^:]*:[^:]*:dev:' /etc/passwd"), "{d}");
         // The homes are found once, in the first feature's step.
@@ -357,12 +501,114 @@ mod tests {
         assert!(!d.contains("\nUSER "), "{d}");
     }
 
+    fn with_env(dir: &Path, cid: &str, env: Value) -> Install {
+        let mut i = install(dir, cid, "");
+        i.feature.insert("containerEnv".into(), env);
+        i
+    }
+
+    #[test]
+    fn container_env_is_exported_to_each_later_install_and_set_once_after_the_last() {
+        let dir = feature_dir();
+        let installs = [
+            with_env(dir.path(), "base_0", json!({ "BASE": "/opt/base", "PATH": "/opt/base/bin:${PATH}" })),
+            with_env(dir.path(), "opts_1", json!({ "GREETING": "say \"hi\"" })),
+        ];
+        let d = dockerfile("sha256:abc", &users(), &installs);
+        let runs: Vec<&str> = d.lines().filter(|l| l.starts_with("RUN ")).collect();
+        assert_eq!(runs.len(), 2, "{d}");
+        assert!(
+            runs[0].starts_with("RUN export BASE=\"/opt/base\" && export PATH=\"/opt/base/bin:${PATH}\" && echo"),
+            "{d}"
+        );
+        assert!(
+            runs[1].starts_with(
+                "RUN export BASE=\"/opt/base\" && export PATH=\"/opt/base/bin:${PATH}\" && export GREETING=\"say \\\"hi\\\"\" && cd "
+            ),
+            "{d}"
+        );
+        // No value names a key set before it: one ENV, after both installs.
+        assert_eq!(d.matches("\nENV ").count(), 1, "{d}");
+        assert!(
+            d.ends_with("ENV BASE=\"/opt/base\" PATH=\"/opt/base/bin:${PATH}\" GREETING=\"say \\\"hi\\\"\"\n"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_value_the_shell_would_read_otherwise_keeps_the_references_env_before_each_run() {
+        let dir = feature_dir();
+        for odd in ["$(id -u)", "`id -u`", "${X:-y}", "a\\b", "$1", "line\nbreak"] {
+            let installs = [
+                with_env(dir.path(), "a_0", json!({ "PLAIN": "1" })),
+                with_env(dir.path(), "b_1", json!({ "ODD": odd })),
+            ];
+            let d = dockerfile("sha256:abc", &users(), &installs);
+            assert!(!d.contains("export "), "{odd:?}: {d}");
+            let env = d.find("ENV PLAIN=\"1\"").unwrap();
+            let first = d.find("cd /tmp/dev-container-features/a_0").unwrap();
+            let odd_env = d.find("ENV ODD=").unwrap();
+            let second = d.find("cd /tmp/dev-container-features/b_1").unwrap();
+            assert!(env < first && first < odd_env && odd_env < second, "{odd:?}: {d}");
+        }
+        // Nor does a key that is no shell name.
+        let d = dockerfile("sha256:abc", &users(), &[with_env(dir.path(), "a_0", json!({ "MY-VAR": "1" }))]);
+        assert!(!d.contains("export "), "{d}");
+    }
+
+    #[test]
+    fn env_steps_split_only_where_a_value_names_a_key_set_before_it_in_the_same_step() {
+        let pairs =
+            |list: &[(&str, &str)]| list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        let keys = |groups: Vec<Vec<(String, String)>>| {
+            groups.into_iter().map(|g| g.into_iter().map(|(k, _)| k).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>()
+        };
+        assert_eq!(keys(env_groups(&pairs(&[("A", "1"), ("PATH", "/a:${PATH}"), ("B", "$HOME/b")]))), ["A PATH B"]);
+        assert_eq!(keys(env_groups(&pairs(&[("X", "/x"), ("PATH", "${X}/bin:${PATH}")]))), ["X", "PATH"]);
+        assert_eq!(keys(env_groups(&pairs(&[("X", "/x"), ("Y", "$X/y")]))), ["X", "Y"]);
+        // `$XY` is not `$X`; a key set twice starts a new step.
+        assert_eq!(keys(env_groups(&pairs(&[("X", "/x"), ("Y", "$XY")]))), ["X Y"]);
+        assert_eq!(keys(env_groups(&pairs(&[("P", "a"), ("P", "b")]))), ["P", "P"]);
+        assert!(env_groups(&[]).is_empty());
+    }
+
+    #[test]
+    fn labels_are_one_quoted_instruction_unless_a_value_breaks_a_line() {
+        let labels = |v: &str| vec![("devcontainer.metadata".to_string(), v.to_string()), ("k".into(), "1".into())];
+        assert_eq!(
+            label_instruction(&labels(r#"[ {"a":"$HOME \"q\" \\n"} ]"#)).unwrap(),
+            r#"LABEL "devcontainer.metadata"="[ {\"a\":\"\$HOME \\\"q\\\" \\\\n\"} ]" "k"="1""#.to_string() + "\n"
+        );
+        assert_eq!(label_instruction(&labels("two\nlines")), None);
+        assert_eq!(label_instruction(&labels(&"x".repeat(LABEL_LINE_MAX))), None);
+        assert_eq!(label_instruction(&[]), None);
+        // The context's key does not move with the labels it is given.
+        let dir = feature_dir();
+        let ctx = context("sha256:a", &users(), &[install(dir.path(), "hello_0", "")], "[]").unwrap();
+        let (tar, left) = ctx.labelled(labels("[]")).unwrap();
+        assert!(left.is_empty());
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let mut dockerfile = String::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            if entry.path().unwrap().to_str() == Some("Dockerfile") {
+                std::io::Read::read_to_string(&mut entry, &mut dockerfile).unwrap();
+            }
+        }
+        assert_eq!(dockerfile, format!("{}LABEL \"devcontainer.metadata\"=\"[]\" \"k\"=\"1\"\n", ctx.dockerfile));
+        let (_, left) = ctx.labelled(labels("a\nb")).unwrap();
+        assert_eq!(left.len(), 2, "what the Dockerfile cannot hold goes to the build's parameters");
+    }
+
     #[test]
     fn container_env_that_refers_to_a_variable_gets_one_env_per_key() {
-        let env = json!({ "A": "1", "B": "two words" });
-        assert_eq!(env_lines(env.as_object().unwrap()), "ENV A=\"1\" B=\"two words\"\n");
-        let env = json!({ "X": "/x", "PATH": "${X}/bin:${PATH}" });
-        assert_eq!(env_lines(env.as_object().unwrap()), "ENV X=\"/x\"\nENV PATH=\"${X}/bin:${PATH}\"\n");
+        let pairs =
+            |list: &[(&str, &str)]| list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        assert_eq!(env_lines(&pairs(&[("A", "1"), ("B", "two words")])), "ENV A=\"1\" B=\"two words\"\n");
+        assert_eq!(
+            env_lines(&pairs(&[("X", "/x"), ("PATH", "${X}/bin:${PATH}")])),
+            "ENV X=\"/x\"\nENV PATH=\"${X}/bin:${PATH}\"\n"
+        );
     }
 
     #[test]

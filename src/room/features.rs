@@ -131,7 +131,12 @@ async fn with_config_entry(
     entries.push(serde_json::Value::Object(own));
     let label = metadata::label_value(&entries);
     let id = installed.id.clone().unwrap_or(installed_tag);
-    let (tar, tag) = recipe::labelled(&id, key, &label).map_err(DerivedImageError::Context)?;
+    let labels = vec![
+        (metadata::LABEL.to_string(), label.clone()),
+        (KEY_LABEL.to_string(), key.to_string()),
+        (ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
+    ];
+    let (tar, tag, left) = recipe::labelled(&id, key, &label, labels).map_err(DerivedImageError::Context)?;
     if let Some(found) = engine.inspect_image(&tag).await? {
         return Ok((tag, found));
     }
@@ -139,11 +144,7 @@ async fn with_config_entry(
         context: tar,
         dockerfile: "Dockerfile".into(),
         tag: tag.clone(),
-        labels: HashMap::from([
-            (metadata::LABEL.to_string(), label.clone()),
-            (KEY_LABEL.to_string(), key.to_string()),
-            (ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
-        ]),
+        labels: left.into_iter().collect(),
         ..Default::default()
     };
     engine
@@ -186,14 +187,13 @@ async fn build(
     installs: &[recipe::Install],
     progress: &Progress,
 ) -> Result<(), DerivedImageError> {
+    let labels = vec![(metadata::LABEL.to_string(), label.to_string()), (KEY_LABEL.to_string(), context.key.clone())];
+    let (tar, left) = context.labelled(labels).map_err(DerivedImageError::Context)?;
     let request = BuildRequest {
-        context: context.tar.clone(),
+        context: tar,
         dockerfile: "Dockerfile".into(),
         tag: context.tag(),
-        labels: HashMap::from([
-            (metadata::LABEL.to_string(), label.to_string()),
-            (KEY_LABEL.to_string(), context.key.clone()),
-        ]),
+        labels: left.into_iter().collect(),
         ..Default::default()
     };
     let mut made = BuildSteps::default();
