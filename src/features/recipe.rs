@@ -108,7 +108,7 @@ impl Context {
     /// and the labels left for the build's parameters (those that cannot be
     /// written there, see [`label_instruction`]). The key stays the one
     /// [`context`] gave: the labels name it, so it cannot cover them.
-    pub fn labelled(&self, labels: Vec<(String, String)>) -> std::io::Result<(Vec<u8>, Vec<(String, String)>)> {
+    pub fn labelled(&self, labels: Labels) -> std::io::Result<(Vec<u8>, Labels)> {
         let Some(line) = label_instruction(&labels) else { return Ok((self.tar.clone(), labels)) };
         let mut files: Vec<(String, Entry)> =
             self.files.iter().filter(|(p, _)| p != "Dockerfile").map(|(p, e)| (p.clone(), e.clone())).collect();
@@ -117,6 +117,9 @@ impl Context {
         Ok((pack(&files)?, Vec::new()))
     }
 }
+
+/// Image labels, as `(key, value)` in the order they are written.
+pub type Labels = Vec<(String, String)>;
 
 /// The longest `LABEL` line written into a Dockerfile: the engine's parser
 /// reads a line as one token of at most 64 KiB.
@@ -149,8 +152,8 @@ pub fn labelled(
     installed_id: &str,
     key: &str,
     label: &str,
-    labels: Vec<(String, String)>,
-) -> std::io::Result<(Vec<u8>, String, Vec<(String, String)>)> {
+    labels: Labels,
+) -> std::io::Result<(Vec<u8>, String, Labels)> {
     let mut dockerfile = format!("FROM {installed_id}\n");
     let left = match label_instruction(&labels) {
         Some(line) => {
