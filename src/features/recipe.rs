@@ -52,11 +52,11 @@ pub struct Users {
 
 #[derive(Debug)]
 pub struct Context {
-    pub tar: Vec<u8>,
     pub dockerfile: String,
     /// sha256 hex of the recipe, the base image, the label and the context.
     pub key: String,
-    /// The context's files, the Dockerfile among them.
+    /// The context's files, the Dockerfile among them, sorted: packed once
+    /// for the key and again, with the labels, for the build.
     files: Vec<(String, Entry)>,
 }
 
@@ -100,7 +100,7 @@ pub fn context(base_id: &str, users: &Users, installs: &[Install], label: &str) 
         hasher.update(part);
     }
     hasher.update(&tar);
-    Ok(Context { tar, dockerfile, key: hex::encode(hasher.finalize()), files })
+    Ok(Context { dockerfile, key: hex::encode(hasher.finalize()), files })
 }
 
 impl Context {
@@ -109,7 +109,7 @@ impl Context {
     /// written there, see [`label_instruction`]). The key stays the one
     /// [`context`] gave: the labels name it, so it cannot cover them.
     pub fn labelled(&self, labels: Labels) -> std::io::Result<(Vec<u8>, Labels)> {
-        let Some(line) = label_instruction(&labels) else { return Ok((self.tar.clone(), labels)) };
+        let Some(line) = label_instruction(&labels) else { return Ok((pack(&self.files)?, labels)) };
         let mut files: Vec<(String, Entry)> =
             self.files.iter().filter(|(p, _)| p != "Dockerfile").map(|(p, e)| (p.clone(), e.clone())).collect();
         files.push(("Dockerfile".into(), Entry::File(format!("{}{line}", self.dockerfile).into_bytes())));
@@ -278,8 +278,7 @@ pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String 
     }
     if folded {
         for group in env_groups(&envs.concat()) {
-            let pairs: Vec<String> = group.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-            d.push_str(&format!("ENV {}\n", pairs.join(" ")));
+            d.push_str(&env_instruction(&group));
         }
     }
     if !as_root {
@@ -299,32 +298,43 @@ fn container_env(install: &Install) -> Vec<(String, String)> {
 
 /// Whether `KEY="value"` (`value` escaped for `ENV`) means the same to the
 /// shell's `export` as to the Dockerfile's `ENV`: a shell name, and a value
-/// whose only expansions are `$NAME` and `${NAME}`, with no backslash but
-/// the `\"` of an escaped quote, and no backquote. `$(…)`, `${X:-y}` and
-/// the like, backquotes and other escapes read differently (or run
-/// something) in one of them.
+/// whose only expansions are `$NAME` and `${NAME}` ([`references`]), with
+/// no backslash but the `\"` of an escaped quote, and no backquote. `$(…)`,
+/// `${X:-y}` and the like, backquotes and other escapes read differently
+/// (or run something) in one of them.
 fn folds(key: &str, value: &str) -> bool {
-    if !is_name(key) || value.contains(['`', '\n']) || value.replace("\\\"", "").contains('\\') {
-        return false;
-    }
+    is_name(key)
+        && !value.contains(['`', '\n'])
+        && !value.replace("\\\"", "").contains('\\')
+        && references(value).is_some()
+}
+
+/// The variables `value` expands, when its every `$` is `$NAME` or
+/// `${NAME}`; `None` for any other form.
+fn references(value: &str) -> Option<Vec<&str>> {
+    let mut names = Vec::new();
     let mut rest = value;
     while let Some(at) = rest.find('$') {
         rest = &rest[at + 1..];
         let name = match rest.strip_prefix('{') {
-            Some(braced) => match braced.split_once('}') {
-                Some((name, after)) if is_name(name) => {
-                    rest = after;
-                    continue;
-                }
-                _ => return false,
-            },
-            None => rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').count(),
+            Some(braced) => {
+                let (name, after) = braced.split_once('}')?;
+                rest = after;
+                name
+            }
+            None => {
+                let len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+                let (name, after) = rest.split_at(len);
+                rest = after;
+                name
+            }
         };
-        if name == 0 || rest.starts_with(|c: char| c.is_ascii_digit()) {
-            return false;
+        if !is_name(name) {
+            return None;
         }
+        names.push(name);
     }
-    true
+    Some(names)
 }
 
 fn is_name(s: &str) -> bool {
@@ -340,7 +350,10 @@ fn is_name(s: &str) -> bool {
 fn env_groups(pairs: &[(String, String)]) -> Vec<Vec<(String, String)>> {
     let mut groups: Vec<Vec<(String, String)>> = Vec::new();
     for (k, v) in pairs {
-        let joins = groups.last().is_some_and(|g| g.iter().all(|(earlier, _)| earlier != k && !names(v, earlier)));
+        // A value of a form not understood names every key, to be safe.
+        let named = references(v);
+        let names = |key: &String| named.as_ref().is_none_or(|n| n.contains(&key.as_str()));
+        let joins = groups.last().is_some_and(|g| g.iter().all(|(earlier, _)| earlier != k && !names(earlier)));
         match groups.last_mut() {
             Some(group) if joins => group.push((k.clone(), v.clone())),
             _ => groups.push(vec![(k.clone(), v.clone())]),
@@ -349,28 +362,24 @@ fn env_groups(pairs: &[(String, String)]) -> Vec<Vec<(String, String)>> {
     groups
 }
 
-/// Whether `value` refers to the variable `name` (`$name` or `${name}`).
-fn names(value: &str, name: &str) -> bool {
-    value.match_indices('$').any(|(at, _)| {
-        let rest = &value[at + 1..];
-        let rest = rest.strip_prefix('{').unwrap_or(rest);
-        rest.strip_prefix(name).is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
-    })
-}
-
 /// A feature's `containerEnv` as `ENV` before its RUN, as the reference
 /// writes it: one instruction for all its keys, unless a value refers to a
 /// variable (`${PATH}:…`), which must see the value set before it: then one
 /// per key.
 fn env_lines(env: &[(String, String)]) -> String {
-    let pairs: Vec<String> = env.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    if pairs.is_empty() {
+    if env.is_empty() {
         String::new()
     } else if env.iter().any(|(_, v)| v.contains('$')) {
-        pairs.iter().map(|p| format!("ENV {p}\n")).collect()
+        env.iter().map(|pair| env_instruction(std::slice::from_ref(pair))).collect()
     } else {
-        format!("ENV {}\n", pairs.join(" "))
+        env_instruction(env)
     }
+}
+
+/// One `ENV` setting `pairs` (values escaped already).
+fn env_instruction(pairs: &[(String, String)]) -> String {
+    let pairs: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    format!("ENV {}\n", pairs.join(" "))
 }
 
 /// `generateContainerEnvs`: `"` and `\` escaped for a Dockerfile `ENV`.
@@ -635,7 +644,8 @@ mod tests {
     fn the_context_holds_each_feature_with_its_env_and_wrapper() {
         let dir = feature_dir();
         let ctx = context("sha256:a", &users(), &[install(dir.path(), "hello_0", "A=\"1\"")], "[]").unwrap();
-        let mut archive = tar::Archive::new(ctx.tar.as_slice());
+        let (tar, _) = ctx.labelled(Vec::new()).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
         let names: Vec<String> =
             archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
         assert_eq!(
