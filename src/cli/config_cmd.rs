@@ -46,6 +46,10 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
         if let Some(workspace) = &workspace {
             out["workroom"] = serde_json::json!({ "workspace": workspace.json });
         }
+        // A worktree's or submodule's git folder, as `up` mounts it.
+        if let Ok(Some(git)) = crate::plan::git::for_workspace(&loaded) {
+            out["workroom"]["git"] = serde_json::to_value(&git.summary)?;
+        }
         if include_merged {
             let metadata = match &room {
                 Some(c) => crate::room::metadata_of(&loaded, c),
@@ -156,6 +160,14 @@ fn summary(loaded: &Loaded, workspace_from: Option<&str>) -> String {
     line("workspace mount", loaded.workspace.mount.clone().unwrap_or_else(|| "(none)".into()));
     if let Some(from) = workspace_from {
         line("workspace from", from.to_string());
+    }
+    match crate::plan::git::for_workspace(loaded) {
+        Ok(Some(git)) => line(
+            "git folder",
+            format!("{} ({}), at {} in the room", git.summary.host_folder, git.summary.kind, git.summary.room_folder),
+        ),
+        Ok(None) => {}
+        Err(skip) => line("git folder", format!("none: {skip}")),
     }
     line("remote user", m.remote_user.clone().or(m.container_user.clone()).unwrap_or_else(|| "(image user)".into()));
     for hook in Hook::ALL {

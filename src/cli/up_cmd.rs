@@ -62,5 +62,7 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
         "platform": r.platform,
         // And how the room got its workspace: bound, or uploaded into a volume.
         "workspace": r.workspace.json(),
+        // A worktree's or submodule's git folder, as mounted (null otherwise).
+        "git": r.git,
     })
 }

@@ -26,7 +26,7 @@ pub use model::{
     Mount, PortAttributes, Source, UserEnvProbe,
 };
 pub use parse::{parse_document, Parsed};
-pub use workspace::{git_root, Workspace};
+pub use workspace::{git_root, gitdir_of, read_git, GitFacts, Linked, Workspace};
 
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -186,6 +186,7 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
             mount_root: local_folder.clone(),
             folder: raw_folder.filter(|f| !f.is_empty()).unwrap_or("/").to_string(),
             mount: None,
+            git: read_git(&local_folder),
         },
         false => workspace::defaults(&local_folder, raw_folder, raw_mount),
     };

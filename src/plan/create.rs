@@ -47,6 +47,8 @@ pub struct CreatePlan {
     pub warnings: Vec<String>,
     /// `runArgs --platform`: a parameter of the create call.
     pub platform: Option<String>,
+    /// A linked checkout's git folder, mounted (`plan::git`).
+    pub git: Option<super::git::GitPlan>,
 }
 
 /// The folder of the daemon's binary, socket and state in every room.
@@ -134,6 +136,14 @@ pub fn plan_with_peers(
         })?;
         specs.push(("workspaceMount".into(), spec));
     }
+    let git = match super::git::for_workspace(loaded) {
+        Ok(git) => git,
+        Err(skip) => {
+            warnings.push(skip.to_string());
+            None
+        }
+    };
+    specs.extend(git.iter().flat_map(|g| g.mounts.iter().map(|m| ("git".to_string(), m.clone()))));
     // devcontainer.json's own mounts are refused by name when bad; one
     // that only metadata brings is a warning and left out (its image, not
     // the user's file, is at fault).
@@ -162,6 +172,9 @@ pub fn plan_with_peers(
         specs.iter().filter(|(_, s)| s.kind == "volume").filter_map(|(_, s)| s.source.clone()).collect();
 
     let mut entrypoint = vec![room::DAEMON_PATH.to_string(), "serve".to_string()];
+    if let Some(common) = git.as_ref().and_then(|g| g.common_in_room.clone()) {
+        entrypoint.extend([workroomd::room::GIT_COMMON_ARG.to_string(), common]);
+    }
     for command in &merged.entrypoints {
         entrypoint.extend(["--entrypoint".to_string(), command.clone()]);
     }
@@ -200,6 +213,9 @@ pub fn plan_with_peers(
 
     let mut labels: Labels = labels::for_room(loaded, metadata.label(&remote_user), &remote_user, &run.labels);
     labels.insert(super::peers::PEER_LABEL.into(), if peer.is_some() { "1" } else { "0" }.into());
+    if let Some(summary) = git.as_ref().and_then(|g| serde_json::to_string(&g.summary).ok()) {
+        labels.insert(labels::GIT.into(), summary);
+    }
     let (exposed, bindings) = ports(&m.app_port, &run);
 
     let mut host = HostConfig {
@@ -251,6 +267,7 @@ pub fn plan_with_peers(
         named_volumes,
         warnings,
         platform: run.platform.clone(),
+        git,
     })
 }
 

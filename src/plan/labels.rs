@@ -18,6 +18,9 @@ pub const VERSION: &str = "workroom.version";
 pub const CONFIG_HASH: &str = "workroom.config_hash";
 pub const REMOTE_USER: &str = "workroom.remote_user";
 pub const WORKSPACE_FOLDER: &str = "workroom.workspace_folder";
+/// A linked checkout's git folder as mounted (`plan::git::Summary` as JSON),
+/// for `up --json` and `list` without reading the host's files again.
+pub const GIT: &str = "workroom.git";
 
 /// Bumped when a room made by an older workroom can no longer be driven
 /// (layout in the container, labels, daemon protocol); such rooms are named

@@ -244,6 +244,7 @@ mod tests {
             named_volumes: vec!["cache".into()],
             warnings: vec![],
             platform: None,
+            git: None,
         };
         let registry = Some(("/home/me/.local/share/workroom/peers/default/0", "workroom-peers-default-0-registry"));
         let warnings = into_volume(&mut plan, "/workspaces/w", "workroom-ws-w-1", registry);

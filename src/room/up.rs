@@ -61,6 +61,8 @@ pub struct UpResult {
     pub platform: String,
     /// How the room got its workspace (bound, or in a volume), from its labels.
     pub workspace: crate::plan::workspace::Decision,
+    /// A linked checkout's git folder as mounted, from its label.
+    pub git: Option<crate::plan::git::Summary>,
 }
 
 pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow::Result<UpResult> {
@@ -170,6 +172,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         workspace: crate::plan::workspace::Decision::of_labels(
             container.config.as_ref().and_then(|c| c.labels.as_ref()),
         ),
+        git: label(&container, labels::GIT).and_then(|g| serde_json::from_str(g).ok()),
     };
     // The fast path: running, hooks recorded done for this start, and no
     // postAttach to run: nothing is due, so no link to the daemon is needed.
@@ -362,6 +365,9 @@ async fn create_room(
     crate::plan::workspace::label(&mut plan, &workspace);
     let workspace_target = super::workspace_volume::workspace_mount(loaded).map(|m| m.target).unwrap_or_default();
     if let Some(volume) = &workspace.volume {
+        if let Some(w) = crate::plan::git::leave_out(&mut plan) {
+            eprintln!("warning: {name}: {w}");
+        }
         // The peer registry is a folder of this host too: on the engine, a
         // volume of the group's stands in for it.
         let registry = peer_setup.as_ref().map(|p| (p.join.registry.clone(), format!("{}-registry", p.names.volume)));

@@ -20,6 +20,8 @@
 //!   data frames: a forwarded socket's bytes staged in a pipe and moved into
 //!   the link's output (the daemon's exec pipe, the host's engine socket),
 //!   never copied into memory.
+//! - [`room`]: where the daemon, its socket and its state live in a room,
+//!   and the `serve` flags both sides name.
 //! - [`users`]: `/etc/passwd` and `/etc/group` parsed in-process (a static glibc
 //!   cannot use NSS, and "any image" may have no NSS at all).
 //! - [`tty`] (feature `tty`): our side of a terminal (raw mode, window size,

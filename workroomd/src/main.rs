@@ -36,6 +36,7 @@ mod sessions;
 mod spawn;
 mod state;
 mod uid;
+mod worktrees;
 
 use std::path::Path;
 use workroomd::room;

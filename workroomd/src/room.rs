@@ -18,3 +18,6 @@ pub const AGENT_SOCKET: &str = "/.workroom/agent/agent.sock";
 pub const CREDENTIAL_SOCKET: &str = "/.workroom/agent/git-credential.sock";
 /// The git credential helper configured for the remote user.
 pub const CREDENTIAL_HELPER: &str = "/.workroom/bin/workroomd git-credential";
+/// `serve`'s flag naming a worktree room's common git folder in the room;
+/// the daemon keeps the other worktrees registered (`worktrees.rs`).
+pub const GIT_COMMON_ARG: &str = "--git-common";

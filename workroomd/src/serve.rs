@@ -37,6 +37,9 @@ pub struct Options {
     pub program: Vec<String>,
     /// Metadata entrypoints, run at each start before serving.
     pub entrypoints: Vec<String>,
+    /// A worktree room's common git folder: the other worktrees get
+    /// stand-ins (`worktrees`).
+    pub git_common: Option<String>,
 }
 
 /// A `serve` command line that cannot be read.
@@ -54,7 +57,13 @@ fn value(args: &[String], i: usize, flag: &'static str, what: &'static str) -> R
 }
 
 pub fn parse_args(args: &[String]) -> Result<Options, ArgsError> {
-    let mut options = Options { program_user: None, program_cwd: None, program: Vec::new(), entrypoints: Vec::new() };
+    let mut options = Options {
+        program_user: None,
+        program_cwd: None,
+        program: Vec::new(),
+        entrypoints: Vec::new(),
+        git_common: None,
+    };
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -64,6 +73,10 @@ pub fn parse_args(args: &[String]) -> Result<Options, ArgsError> {
             }
             "--entrypoint" => {
                 options.entrypoints.push(value(args, i, "--entrypoint", "a command")?);
+                i += 2;
+            }
+            room::GIT_COMMON_ARG => {
+                options.git_common = Some(value(args, i, room::GIT_COMMON_ARG, "a folder")?);
                 i += 2;
             }
             "--program-cwd" => {
@@ -105,6 +118,10 @@ async fn serve(options: Options) -> i32 {
         // A start, not a hand-off. Before the socket exists, so `up` reaches
         // the daemon, and runs postStart, only once they are done.
         crate::entrypoints::run(&options.entrypoints).await;
+    }
+    // Before the socket, so no hook or pane runs git before the stand-ins.
+    if let Some(common) = &options.git_common {
+        crate::worktrees::keep(common.into());
     }
     let listener = match inherited.as_mut().and_then(|i| i.listener.take()) {
         Some(l) => l,
@@ -489,5 +506,14 @@ mod tests {
         let missing = parse_args(&["--entrypoint".to_string()]).err();
         assert_eq!(missing, Some(ArgsError::Missing { flag: "--entrypoint", what: "a command" }));
         assert_eq!(missing.unwrap().to_string(), "--entrypoint needs a command");
+    }
+
+    #[test]
+    fn a_worktree_rooms_common_git_folder_is_read_from_its_flag() {
+        let args: Vec<String> = ["--git-common", "/home/u/repo/.git", "--", "/init"].map(String::from).into();
+        let o = parse_args(&args).unwrap();
+        assert_eq!(o.git_common.as_deref(), Some("/home/u/repo/.git"));
+        assert_eq!(o.program, ["/init"]);
+        assert!(parse_args(&["--git-common".to_string()]).is_err());
     }
 }
