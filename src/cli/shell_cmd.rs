@@ -10,6 +10,11 @@
 //! end ends `shell` with the pane's status. With `--room NAME` (any room
 //! command's naming rule, `room::resolve::candidate_names`) it attaches to
 //! a running room as it is, without an `up`.
+//!
+//! `shell -d` opens the pane with the same request and returns: no
+//! terminal is needed (see [`shell_detached`]). A pane whose program exited
+//! stays until killed: `shell` shows its last screen and returns its
+//! status; `shell -d` replaces it.
 
 use super::{print_warnings, RoomArgs};
 use crate::engine::Engine;
@@ -366,6 +371,36 @@ mod tests {
         assert!(detached_outcome("agent", false, opened(false, three, None)).unwrap_err().contains("kill-pane agent"));
         let failed = detached_outcome("agent", true, Response::error("cannot run nope")).unwrap_err();
         assert_eq!(failed, "cannot open pane agent: cannot run nope");
+    }
+
+    fn parse(args: &[&str]) -> Result<crate::cli::Cmd, clap::Error> {
+        use clap::Parser;
+        crate::cli::Args::try_parse_from(args).map(|a| a.command)
+    }
+
+    #[test]
+    fn shell_d_takes_a_pane_a_size_and_a_command_after_the_double_dash() {
+        let Ok(crate::cli::Cmd::Shell { pane, detach, size, command, .. }) =
+            parse(&["workroom", "shell", "-d", "agent", "--size", "120x40", "--", "sh", "-c", "exit 3"])
+        else {
+            panic!("shell -d did not parse");
+        };
+        assert_eq!((pane.as_str(), detach, size), ("agent", true, Some(Size { cols: 120, rows: 40 })));
+        assert_eq!(command, ["sh", "-c", "exit 3"]);
+        let Ok(crate::cli::Cmd::Shell { pane, detach, size, command, .. }) = parse(&["workroom", "shell", "--detach"])
+        else {
+            panic!("shell --detach did not parse");
+        };
+        assert_eq!((pane.as_str(), detach, size, command.len()), ("main", true, None, 0));
+        // A command, a size or detach keys only mean something with (or without) -d.
+        for refused in [
+            &["workroom", "shell", "agent", "--", "claude"][..],
+            &["workroom", "shell", "--size", "80x24"],
+            &["workroom", "shell", "-d", "--detach-keys", "ctrl-a"],
+            &["workroom", "shell", "-d", "--size", "wide"],
+        ] {
+            assert!(parse(refused).is_err(), "{refused:?}");
+        }
     }
 
     #[test]
