@@ -59,8 +59,11 @@ fn a_shell_types_reads_resizes_detaches_and_reattaches_with_the_screen_repainted
     // The repaint shows what was on screen before the detach.
     again.expect("42ok", GUARD);
     again.send(b"exit 3\r");
+    again.expect("[exited with status 3]", GUARD);
     assert_eq!(again.wait(GUARD), 3, "the pane's exit status ends `shell`");
-    assert!(panes_json(&ws).is_empty(), "an exited pane is gone");
+    let panes = panes_json(&ws);
+    assert_eq!(panes.len(), 1, "an exited pane stays until it is killed: {panes:?}");
+    assert_eq!(panes[0]["exited"], serde_json::json!({ "code": 3, "signal": null }));
 }
 
 #[test]
@@ -510,4 +513,142 @@ fn a_hand_off_under_an_attached_shell_reattaches_it_without_replaying_the_histor
     assert_eq!(seen, (1..=60).collect::<Vec<u64>>(), "each line once: the history was not replayed again");
     term.send(b"exit 4\r");
     assert_eq!(term.wait(GUARD), 4);
+}
+
+/// `workroom ARGS`, which must succeed, run as a script would run it:
+/// [`Workspace::workroom`] gives it stdin `/dev/null`, stdout and stderr
+/// pipes, and no terminal anywhere. Its stdout.
+fn succeeds(ws: &Workspace, args: &[&str]) -> String {
+    let out = ws.workroom(args);
+    assert!(out.status.success(), "{args:?}: {}{}", stdout(&out), stderr(&out));
+    stdout(&out)
+}
+
+fn pane_named<'a>(panes: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    panes.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no pane {name} in {panes:?}"))
+}
+
+#[test]
+fn a_detached_pane_runs_its_command_without_a_terminal_and_keeps_its_screen_after_it_exits() {
+    let ws = Workspace::image(BUSYBOX);
+    let script = "echo ready-$((40+2)); read x; echo got-$x; exit 3";
+    let made = succeeds(&ws, &["shell", "-d", "agent", "--", "sh", "-c", script]);
+    assert_eq!(made, "agent\n", "shell -d prints the pane's name alone");
+    succeeds(&ws, &["wait", "agent", "--for", "ready-42", "--timeout", "60"]);
+    let panes = panes_json(&ws);
+    let agent = pane_named(&panes, "agent");
+    assert_eq!(agent["exited"], serde_json::Value::Null, "it runs: {agent}");
+    assert_eq!((agent["cols"].as_u64(), agent["rows"].as_u64()), (Some(80), Some(24)), "the default size");
+    assert_eq!(agent["clients"], 0);
+
+    succeeds(&ws, &["send", "agent", "--keys", "--", "hello", "Enter"]);
+    succeeds(&ws, &["wait", "agent", "--for", "got-hello", "--timeout", "60"]);
+    succeeds(&ws, &["wait", "agent", "--for", r"\[exited with status 3\]", "--timeout", "60"]);
+
+    // After its end: the screen and the status line stay readable.
+    let captured = succeeds(&ws, &["capture", "agent"]);
+    let lines: Vec<&str> = captured.lines().collect();
+    let at = |line: &str| lines.iter().position(|l| *l == line).unwrap_or_else(|| panic!("{line:?} in {captured:?}"));
+    assert!(at("ready-42") < at("got-hello") && at("got-hello") < at("[exited with status 3]"), "{captured}");
+    let panes = panes_json(&ws);
+    assert_eq!(pane_named(&panes, "agent")["exited"], serde_json::json!({ "code": 3, "signal": null }));
+    let table = succeeds(&ws, &["panes"]);
+    let row = table.lines().find(|l| l.starts_with("agent ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.split_whitespace().any(|w| w == "exited:3"), "{table}");
+
+    // Typing into it fails with one line that says why and what to do.
+    let sent = ws.workroom(&["send", "agent", "--", "more"]);
+    assert_eq!(sent.status.code(), Some(2), "{}", stderr(&sent));
+    assert_eq!(
+        stderr(&sent),
+        "workroom: cannot type into pane agent: its program exited with status 3; \
+         `workroom shell -d agent` starts a new one\n"
+    );
+    // Waiting for what will never show fails at once, not at a timeout.
+    let waited = ws.workroom(&["wait", "agent", "--for", "never-[x]", "--timeout", "600"]);
+    assert!(!waited.status.success() && stderr(&waited).contains("its program exited with status 3"), "{waited:?}");
+
+    succeeds(&ws, &["kill-pane", "agent"]);
+    assert!(panes_json(&ws).is_empty(), "kill-pane removes an exited pane");
+}
+
+#[test]
+fn a_detached_login_shell_pane_gets_shells_user_folder_size_and_its_name_and_is_replaced_after_it_exits() {
+    let ws = Workspace::new(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    let made = succeeds(&ws, &["shell", "-d", "work", "--size", "100x30"]);
+    assert_eq!(made, "work\n");
+    let show = "echo \"<$(id -un)|$PWD|$WORKROOM_PANE|$(stty size)|$((6*7))>\"";
+    succeeds(&ws, &["send", "work", "--keys", "--", show, "Enter"]);
+    let folder = format!("/workspaces/{}", ws.path().file_name().unwrap().to_string_lossy());
+    let line = succeeds(&ws, &["wait", "work", "--for", "<dev.*42>", "--timeout", "60"]);
+    assert_eq!(line.trim(), format!("<dev|{folder}|work|30 100|42>"), "the login shell as `shell` opens it");
+    let captured = succeeds(&ws, &["capture", "work", "--lines", "5"]);
+    assert!(captured.contains(&format!("<dev|{folder}|work|30 100|42>")), "{captured}");
+
+    // Asked again without a command: it is there, which is what was asked.
+    let again = ws.workroom(&["shell", "-d", "work"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(stdout(&again), "work\n");
+    // With a command that would not run: refused in one line.
+    let clash = ws.workroom(&["shell", "-d", "work", "--", "true"]);
+    assert!(!clash.status.success());
+    assert!(stderr(&clash).starts_with("workroom: pane work already runs `/bin/bash -l`"), "{}", stderr(&clash));
+    assert_eq!(stderr(&clash).lines().count(), 1, "{}", stderr(&clash));
+
+    succeeds(&ws, &["send", "work", "--keys", "--", "exit 4", "Enter"]);
+    succeeds(&ws, &["wait", "work", "--for", r"\[exited with status 4\]", "--timeout", "60"]);
+    // Opened again after its end: a new pane in its place, said on stderr.
+    let replaced = ws.workroom(&["shell", "-d", "work", "--", "sh", "-c", "echo second-$((2*4)); read x"]);
+    assert!(replaced.status.success(), "{}", stderr(&replaced));
+    assert_eq!(stdout(&replaced), "work\n");
+    assert_eq!(
+        stderr(&replaced),
+        "workroom: the program of pane work exited with status 4; a new pane work replaces it\n"
+    );
+    succeeds(&ws, &["wait", "work", "--for", "second-8", "--timeout", "60"]);
+    let captured = succeeds(&ws, &["capture", "work"]);
+    assert!(!captured.contains("|42>"), "the new pane starts blank: {captured}");
+    let panes = panes_json(&ws);
+    assert_eq!(pane_named(&panes, "work")["exited"], serde_json::Value::Null);
+}
+
+#[test]
+fn shell_on_a_pane_whose_program_exited_prints_its_last_screen_and_one_line_and_returns_its_status() {
+    let ws = Workspace::image(BUSYBOX);
+    succeeds(&ws, &["shell", "-d", "done", "--", "sh", "-c", "echo last-$((6*7)); exit 5"]);
+    succeeds(&ws, &["wait", "done", "--for", r"\[exited with status 5\]", "--timeout", "60"]);
+    let mut term = Term::spawn(workroom_bin(), &["shell", "--workspace-folder", &ws.folder(), "done"], 24, 80);
+    term.expect("last-42", GUARD);
+    term.expect("[exited with status 5]", GUARD);
+    let said = term.expect("removes it", GUARD);
+    let line = said.lines().find(|l| l.contains("removes it")).unwrap_or_default();
+    assert_eq!(
+        line.trim_end(),
+        "workroom: the program of pane done exited with status 5; \
+         `workroom shell -d done` starts a new one, `workroom kill-pane done` removes it"
+    );
+    assert_eq!(term.wait(GUARD), 5, "`shell` returns the pane's status, as at its end");
+    // Looking did not replace it.
+    assert_eq!(pane_named(&panes_json(&ws), "done")["exited"], serde_json::json!({ "code": 5, "signal": null }));
+}
+
+#[test]
+fn an_exited_pane_survives_a_hand_off_with_its_status_and_screen() {
+    let ws = Workspace::image(BUSYBOX);
+    succeeds(&ws, &["shell", "-d", "gone", "--", "sh", "-c", "echo before-$((3*3)); exit 6"]);
+    succeeds(&ws, &["wait", "gone", "--for", r"\[exited with status 6\]", "--timeout", "60"]);
+    succeeds(&ws, &["shell", "-d", "live"]);
+    succeeds(&ws, &["hand-off", "--force"]);
+    let panes = panes_json(&ws);
+    assert_eq!(pane_named(&panes, "gone")["exited"], serde_json::json!({ "code": 6, "signal": null }));
+    assert_eq!(pane_named(&panes, "live")["exited"], serde_json::Value::Null);
+    let captured = succeeds(&ws, &["capture", "gone"]);
+    assert!(captured.contains("before-9\n[exited with status 6]"), "{captured}");
+    // The live pane still answers; the exited one is removed without a signal.
+    succeeds(&ws, &["send", "live", "--keys", "--", "echo after-$((4*4))", "Enter"]);
+    succeeds(&ws, &["wait", "live", "--for", "after-16", "--timeout", "60"]);
+    succeeds(&ws, &["kill-pane", "gone"]);
+    let panes = panes_json(&ws);
+    assert_eq!(panes.len(), 1, "{panes:?}");
+    assert_eq!(panes[0]["name"], "live");
 }

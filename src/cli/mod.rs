@@ -162,7 +162,8 @@ pub enum Cmd {
     },
     /// A terminal on a pane of the room (made if missing; the workspace's room is brought
     /// up first, a `--room` must be running). Detach with ctrl-p ctrl-q (the pane goes on);
-    /// `workroom shell` again reattaches.
+    /// `workroom shell` again reattaches. With -d, no terminal: the pane is made running
+    /// CMD (default: the login shell), left detached, and its name printed.
     Shell {
         #[command(flatten)]
         room: RoomArgs,
@@ -170,8 +171,19 @@ pub enum Cmd {
         #[arg(default_value = "main")]
         pane: String,
         /// The keys that detach, in docker's notation (default ctrl-p,ctrl-q).
-        #[arg(long, value_name = "KEYS")]
+        #[arg(long, value_name = "KEYS", conflicts_with = "detach")]
         detach_keys: Option<String>,
+        /// Make the pane and return at once, without a terminal (tmux's `new-session -d`).
+        /// A pane of that name that runs is kept (an error if CMD is given); one whose
+        /// program exited is replaced.
+        #[arg(short = 'd', long)]
+        detach: bool,
+        /// A detached pane's window size until a client attaches (default 80x24).
+        #[arg(long, value_name = "COLSxROWS", requires = "detach", value_parser = shell_cmd::parse_size)]
+        size: Option<shell_cmd::Size>,
+        /// With -d: the pane's command, run through the login shell (after `--`).
+        #[arg(last = true, requires = "detach", value_name = "CMD")]
+        command: Vec<String>,
     },
     /// List the room's panes: name, pid, size, attached clients, age, command.
     Panes {
@@ -373,7 +385,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 up_cmd::run(&workspace, flags, settings, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command).await,
-            Cmd::Shell { room, pane, detach_keys } => shell_cmd::shell(&room, &pane, detach_keys.as_deref()).await,
+            Cmd::Shell { room, pane, detach_keys, detach: false, .. } => {
+                shell_cmd::shell(&room, &pane, detach_keys.as_deref()).await
+            }
+            Cmd::Shell { room, pane, size, command, detach: true, .. } => {
+                shell_cmd::shell_detached(&room, &pane, size.unwrap_or_default(), command).await
+            }
             Cmd::Panes { room, json } => shell_cmd::panes(&room, json).await,
             Cmd::Capture { room, pane, lines, escapes, json } => {
                 pane_cmd::capture(&room, &pane, lines, escapes, json).await

@@ -5,14 +5,15 @@
 //!
 //! `wait` asks the daemon for the screen each time it changed (the daemon
 //! holds the question until a change), and matches the regex here: the
-//! daemon stays small, and a pattern never runs in the room.
+//! daemon stays small, and a pattern never runs in the room. On a pane
+//! whose program exited, `wait` fails at once if its screen does not match.
 
 use super::RoomArgs;
 use crate::engine::Engine;
 use crate::link::RoomLink;
 use anyhow::{bail, Context as _};
 use std::time::Duration;
-use workroomd::proto::{CaptureRequest, Event, Request, Response};
+use workroomd::proto::{CaptureRequest, Event, ExitStatus, Request, Response};
 
 /// `wait`'s status when the pattern did not show in time, as `timeout(1)`.
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -23,20 +24,21 @@ pub(super) async fn connect(args: &RoomArgs) -> anyhow::Result<RoomLink> {
     Ok(RoomLink::connect(&engine, &room.id).await?)
 }
 
-/// One capture: the change count it belongs to, and the text.
-/// A pane's text as the daemon gave it, with its size and change count.
+/// A pane's text as the daemon gave it, with its size, change count, and
+/// how its program ended if it did.
 struct Captured {
     changes: u64,
     rows: u16,
     cols: u16,
+    exited: Option<ExitStatus>,
     text: Vec<u8>,
 }
 
 async fn capture_once(link: &RoomLink, request: CaptureRequest) -> anyhow::Result<Captured> {
     let pane = request.pane.clone();
     let handle = link.link().open(Request::CapturePane(request)).await?;
-    let (changes, rows, cols) = match handle.recv_reply().await? {
-        Response::Captured { changes, rows, cols } => (changes, rows, cols),
+    let (changes, rows, cols, exited) = match handle.recv_reply().await? {
+        Response::Captured { changes, rows, cols, exited } => (changes, rows, cols, exited),
         Response::Error { message } => bail!("{message}"),
         other => bail!("the daemon answered {other:?} to capturing pane {pane}"),
     };
@@ -49,7 +51,7 @@ async fn capture_once(link: &RoomLink, request: CaptureRequest) -> anyhow::Resul
             _ => {}
         }
     }
-    Ok(Captured { changes, rows, cols, text })
+    Ok(Captured { changes, rows, cols, exited, text })
 }
 
 pub async fn capture(
@@ -61,7 +63,7 @@ pub async fn capture(
 ) -> anyhow::Result<i32> {
     let link = connect(args).await?;
     let request = CaptureRequest { pane: pane.into(), lines, escapes, ..Default::default() };
-    let Captured { changes, rows, cols, text } = capture_once(&link, request).await?;
+    let Captured { changes, rows, cols, text, .. } = capture_once(&link, request).await?;
     if as_json {
         // The lines as strings (escapes, with --escapes, as JSON escapes them).
         let text = String::from_utf8_lossy(&text);
@@ -108,7 +110,7 @@ pub async fn wait(
         let request =
             CaptureRequest { pane: pane.into(), screen_only: true, changed_since: since, ..Default::default() };
         let asked = capture_once(&link, request);
-        let Captured { changes, text, .. } = match deadline {
+        let Captured { changes, text, exited, .. } = match deadline {
             Some(at) => match tokio::time::timeout_at(at, asked).await {
                 Ok(answer) => answer?,
                 Err(_) => {
@@ -132,6 +134,10 @@ pub async fn wait(
                 println!("{}", &text[line..end]);
             }
             return Ok(0);
+        }
+        // An exited pane's screen is final: the pattern will never show.
+        if let Some(status) = exited {
+            bail!("{pattern:?} did not show in pane {pane}, and its program {}", status.describe());
         }
         since = Some(changes);
     }

@@ -4,7 +4,10 @@
 //! requests on the same link.
 //!
 //! How it ends:
-//! - the pane's program ends: its status (128+N for a signal);
+//! - the pane's program ends: its status (128+N for a signal), after the
+//!   status line the daemon writes into the pane;
+//! - the pane's program had already ended: its last screen, one line
+//!   saying so, and its status;
 //! - the detach keys: 0, and the pane goes on;
 //! - this terminal closes: the process ends, the exec's stdin closes, the
 //!   relay and the daemon see the link go and drop the client at once;
@@ -19,7 +22,7 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
-use workroomd::proto::{Event, Request, Response};
+use workroomd::proto::{EndedPane, Event, Request, Response};
 use workroomd::tty::{self, DetachMatcher, RawMode};
 
 /// `shell`'s status when the room restarted or stopped under it: the pane
@@ -52,6 +55,8 @@ pub struct Target<'a> {
 
 enum End {
     Exit(i32),
+    /// The pane's program had ended before the attach.
+    Ended(EndedPane),
     Detached,
     /// The link dropped with the pane's end unknown.
     Lost,
@@ -83,6 +88,18 @@ pub async fn attach(target: Target<'_>, mut link: RoomLink) -> anyhow::Result<i3
     drop(raw);
     match end {
         Ok(End::Exit(code)) => Ok(code),
+        Ok(End::Ended(ended)) => {
+            if let Some(screen) = &ended.screen {
+                let _ = tty::write_stdout(screen.as_bytes());
+            }
+            let Some(status) = ended.status else { anyhow::bail!("{}", ended.message) };
+            let pane = target.pane;
+            eprintln!(
+                "\r\nworkroom: {}; `workroom shell -d {pane}` starts a new one, `workroom kill-pane {pane}` removes it",
+                ended.message
+            );
+            Ok(status.shell_code())
+        }
         Ok(End::Detached) => {
             eprintln!("\r\n[detached from pane {}; it goes on]", target.pane);
             Ok(0)
@@ -110,7 +127,7 @@ async fn session(
     };
     match handle.recv_reply().await {
         Ok(Response::Ready) => {}
-        Ok(Response::PaneEnded(ended)) => return End::Failed(ended.message),
+        Ok(Response::PaneEnded(ended)) => return End::Ended(ended),
         Ok(Response::Error { message }) => return End::Failed(format!("cannot attach to pane {pane}: {message}")),
         Ok(other) => return End::Failed(format!("the daemon answered {other:?} to attaching pane {pane}")),
         Err(_) => return End::Lost,
@@ -126,7 +143,7 @@ async fn session(
                         return End::Failed("cannot write to this terminal".into());
                     }
                 }
-                Some(Event::Exit(status)) => exit = Some(status.code.unwrap_or_else(|| 128 + status.signal.unwrap_or(0))),
+                Some(Event::Exit(status)) => exit = Some(status.shell_code()),
                 Some(Event::Eof) => return exit.map_or(End::Lost, End::Exit),
                 Some(Event::Stderr(_)) => {}
                 Some(Event::Reset(_)) | None => return End::Lost,

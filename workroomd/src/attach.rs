@@ -205,7 +205,10 @@ async fn session(
                 let _ = std::io::Write::write_all(&mut out, screen.as_bytes());
             }
             let _ = std::io::Write::flush(&mut out);
-            return End::Code(EXIT_FAILED, Some(format!("\r\n{}", ended.message)));
+            // An exited pane ends the attach as its end would have; one lost
+            // to a restart is a failure to attach.
+            let code = ended.status.map_or(EXIT_FAILED, |s| s.shell_code());
+            return End::Code(code, Some(format!("\r\n{}", ended.message)));
         }
         Ok(Response::Error { message }) => return End::Code(EXIT_FAILED, Some(format!("workroomd attach: {message}"))),
         Ok(other) => return End::Code(EXIT_FAILED, Some(format!("workroomd attach: unexpected answer {other:?}"))),

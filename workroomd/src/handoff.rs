@@ -91,6 +91,10 @@ pub struct PaneEntry {
     pub history_lines: usize,
     #[serde(default)]
     pub history_bytes: usize,
+    /// How its program ended, for a pane kept after its end; such a pane
+    /// is adopted as exited and its pid never waited for or signalled.
+    #[serde(default)]
+    pub exited: Option<ExitStatus>,
 }
 
 /// A short digest naming a daemon build; the host computes the same one.
@@ -207,6 +211,7 @@ fn snapshot(state: &State, binary: &str) -> Table {
                     screen: String::from_utf8_lossy(&p.paint_all()).into_owned(),
                     history_lines: p.limits.lines,
                     history_bytes: p.limits.bytes,
+                    exited: info.exited,
                 }
             })
             .collect(),
@@ -356,6 +361,7 @@ pub fn restore(inherited: Inherited, state: &Arc<State>) -> Option<u32> {
             rows: entry.rows,
             cols: entry.cols,
             limits: Limits::new(entry.history_lines, entry.history_bytes),
+            exited: entry.exited,
         };
         match Pane::adopt(&entry.name, adopted, master, entry.screen.as_bytes()) {
             Ok(p) => state.panes.insert(p),

@@ -21,6 +21,14 @@
 //! The window size follows the latest client (tmux's `window-size
 //! latest`): the one that most recently attached, typed or resized; when it
 //! leaves, the next latest one's size applies.
+//!
+//! When the program exits the pane stays, as tmux's `remain-on-exit`: a
+//! status line (`[exited with status 3]`) is written into its model and to
+//! its clients, who then get the end; the model stays readable (capture,
+//! wait, the paint an attach would get) until the pane is killed or
+//! replaced. An exited pane keeps its model, whose history is capped like
+//! any pane's, and its pty master: one fd and at most its history's bytes
+//! each, until someone removes it.
 
 use crate::spawn;
 use std::collections::VecDeque;
@@ -49,6 +57,9 @@ const INPUT_QUEUE: usize = 64;
 /// signal that arrived before the listener existed (a pane adopted after a
 /// hand-off whose shell ended during the exec).
 const EXIT_POLL: Duration = Duration::from_millis(500);
+
+/// The variable naming the pane in every pane program's environment.
+pub const PANE_ENV: &str = "WORKROOM_PANE";
 
 pub const DEFAULT_ROWS: u16 = 24;
 pub const DEFAULT_COLS: u16 = 80;
@@ -139,6 +150,9 @@ pub struct Spawn<'a> {
     pub user: Option<&'a workroomd::users::ResolvedUser>,
     pub env: &'a std::collections::BTreeMap<String, String>,
     pub cwd: Option<&'a str>,
+    /// Run `argv` through the user's login shell, so its profile shapes
+    /// the environment as it does an interactive pane's.
+    pub login_shell: bool,
     pub rows: u16,
     pub cols: u16,
     pub limits: Limits,
@@ -156,8 +170,12 @@ impl Pane {
             // that reopen it (`tty`, ssh, sudo) can.
             let _ = rustix::fs::fchown(&slave, Some(rustix::fs::Uid::from_raw(u.uid)), None);
         }
-        let mut cmd = spawn::command(spec.argv, spec.user, spec.env, spec.cwd, false)?;
+        let mut cmd = spawn::command(spec.argv, spec.user, spec.env, spec.cwd, spec.login_shell)?;
         cmd.env("TERM", spec.env.get("TERM").map(String::as_str).unwrap_or("xterm-256color"));
+        // Which pane a process runs in, for tools (and `workroom agents`)
+        // that look at a process's environment; set last, so no request
+        // can name another pane.
+        cmd.env(PANE_ENV, name);
         let std_cmd = cmd.as_std_mut();
         let dup = |fd: &OwnedFd| fd.try_clone().map_err(PaneError::OpenPty);
         std_cmd
@@ -187,6 +205,7 @@ impl Pane {
             rows: spec.rows,
             cols: spec.cols,
             limits: spec.limits,
+            exited: None,
         };
         Pane::adopt(name, adopted, master, spec.preamble)
             .map_err(|source| PaneError::Watch { name: name.to_string(), source })
@@ -210,7 +229,7 @@ impl Pane {
             limits: a.limits,
             master: master.clone(),
             input,
-            inner: Mutex::new(Inner { term, clients: Vec::new(), dirty: true, ended: None, clock: 0 }),
+            inner: Mutex::new(Inner { term, clients: Vec::new(), dirty: true, ended: a.exited, clock: 0 }),
             changes: watch::Sender::new(0),
         });
         tokio::spawn(write_input(master, input_rx));
@@ -221,9 +240,16 @@ impl Pane {
         self.inner.lock().expect("pane lock")
     }
 
-    /// Runs the pane's reader until its program ended; returns how it ended.
+    /// Runs the pane's reader until its program ended; returns how it
+    /// ended. A pane adopted as exited returns at once: its pid may be
+    /// another process's by now, so it is never waited for again.
     pub async fn run(self: Arc<Pane>) -> ExitStatus {
+        if let Some(status) = self.exit_status() {
+            return status;
+        }
         let status = read_until_exit(&self).await;
+        let line = status_line(&status, self.lock().term.cursor().1);
+        self.output(&line);
         let mut inner = self.lock();
         inner.ended = Some(status);
         // Each client sends what it holds, then the end.
@@ -387,7 +413,19 @@ impl Pane {
             clients: inner.clients.len() as u32,
             created_unix_ms: self.created_unix_ms,
             history: inner.term.history_lines() as u64,
+            exited: inner.ended,
         }
+    }
+
+    /// How its program ended; `None` while it runs.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.lock().ended
+    }
+
+    /// The screen as lines that repaint it (what is saved, and what an
+    /// attach to an exited pane is shown).
+    pub fn screen(&self) -> Vec<u8> {
+        self.lock().term.screen_lines()
     }
 
     /// The screen as lines, if it changed since last asked (for saving).
@@ -421,11 +459,19 @@ impl Pane {
 
     /// Hangs up the pane's session, as closing a terminal window would.
     pub fn hang_up(&self) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGHUP);
+        self.signal(nix::sys::signal::Signal::SIGHUP);
     }
 
     pub fn kill(&self) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGKILL);
+        self.signal(nix::sys::signal::Signal::SIGKILL);
+    }
+
+    /// Signals the pane's session, unless its program was reaped: its
+    /// pid may name another process group by now.
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        if self.exit_status().is_none() {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pid), signal);
+        }
     }
 }
 
@@ -437,6 +483,17 @@ pub struct Adopted {
     pub rows: u16,
     pub cols: u16,
     pub limits: Limits,
+    /// Set for a pane whose program had exited before a hand-off.
+    pub exited: Option<ExitStatus>,
+}
+
+/// The line written into a pane when its program ends, on a line of its
+/// own (after the cursor's, when the program left it mid-line), in the
+/// default pen, ending with a newline so a shell prompt after an attach
+/// that ends here starts on a fresh line.
+pub fn status_line(status: &ExitStatus, cursor_col: u16) -> Vec<u8> {
+    let fresh = if cursor_col > 0 { "\r\n" } else { "" };
+    format!("\x1b[0m{fresh}[{}]\r\n", status.summary()).into_bytes()
 }
 
 async fn read_until_exit(pane: &Pane) -> ExitStatus {
@@ -533,6 +590,12 @@ fn open_pty(rows: u16, cols: u16) -> rustix::io::Result<(OwnedFd, OwnedFd)> {
     Ok((master, slave))
 }
 
+/// A pty pair for tests of panes adopted without a program.
+#[cfg(test)]
+pub fn open_pty_for_tests() -> (OwnedFd, OwnedFd) {
+    open_pty(DEFAULT_ROWS, DEFAULT_COLS).expect("a pty")
+}
+
 fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) -> std::io::Result<()> {
     let ws = rustix::termios::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
     rustix::termios::tcsetwinsize(fd, ws).map_err(std::io::Error::from)
@@ -540,4 +603,21 @@ fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) -> std::io::Result<()> {
 
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_starts_a_line_of_its_own_and_names_the_status_or_signal() {
+        let exited = ExitStatus { code: Some(3), signal: None };
+        assert_eq!(status_line(&exited, 0), b"\x1b[0m[exited with status 3]\r\n");
+        let killed = ExitStatus { code: None, signal: Some(15) };
+        assert_eq!(status_line(&killed, 7), b"\x1b[0m\r\n[killed by signal 15 (SIGTERM)]\r\n");
+        let mut term = Terminal::new(4, 40, Limits::default());
+        term.feed(b"got-x");
+        term.feed(&status_line(&exited, term.cursor().1));
+        assert_eq!(term.text(), "got-x\n[exited with status 3]\n");
+    }
 }

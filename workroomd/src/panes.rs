@@ -9,6 +9,14 @@
 //! A pane opened under the name of one that ended with a restart starts
 //! with that pane's last screen and a separator line in its own model, so
 //! every client sees it above the new shell, and `capture` too.
+//!
+//! A pane whose program exited stays in the table (tmux's
+//! `remain-on-exit`): listed with its status, its screen and history
+//! readable, refusing input, until `kill-pane` removes it or an `OpenPane`
+//! with `replace_exited` puts a new pane in its place. The new pane starts
+//! blank, unlike one replacing a pane lost to a restart: a script that
+//! starts a command again and waits for its prompt must not find the old
+//! run's prompt.
 
 use crate::pane::{self, Next, Pane, PaneError};
 use crate::state::State;
@@ -17,7 +25,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use workroomd::proto::{CaptureRequest, EndedPane, Event, PaneInfo, PaneRequest, Response, StreamError, StreamHandle};
+use workroomd::proto::{
+    CaptureRequest, EndedPane, Event, ExitStatus, PaneInfo, PaneRequest, Response, StreamError, StreamHandle,
+};
 use workroomd::room;
 use workroomd::term::Limits;
 
@@ -25,8 +35,9 @@ use workroomd::term::Limits;
 const SAVE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a hung-up pane may take to end before it is killed.
 const KILL_GRACE: Duration = Duration::from_secs(2);
-/// How often `kill-pane` looks whether the pane has ended (its reader
-/// removes it from the table; there is no event to await across tasks yet).
+/// The longest `kill-pane` waits between looks at whether the pane has
+/// ended; the pane's change count wakes it sooner (its end counts), this
+/// bounds a wake-up lost between a look and the wait.
 const KILL_POLL: Duration = Duration::from_millis(20);
 /// How long a capture with `changed_since` waits for a change before it
 /// answers anyway: a host that went away holds nothing for longer, and
@@ -42,8 +53,8 @@ pub enum PanesError {
     NoPane(String),
     #[error("an empty command for pane {0}")]
     EmptyCommand(String),
-    #[error("pane {0} has ended")]
-    Ended(String),
+    #[error("cannot type into pane {name}: its program {how}; `workroom shell -d {name}` starts a new one")]
+    TypeIntoExited { name: String, how: String },
     #[error("cannot start pane {name}")]
     Start {
         name: String,
@@ -75,6 +86,10 @@ struct SavedMeta {
     boot_id: String,
     command: Vec<String>,
     created_unix_ms: u64,
+    /// Set once its program exited (absent from daemons before exited
+    /// panes stayed).
+    #[serde(default)]
+    exited: Option<ExitStatus>,
 }
 
 impl Panes {
@@ -90,19 +105,27 @@ impl Panes {
         self.live.lock().expect("panes lock").values().cloned().collect()
     }
 
-    /// Puts a running pane in the table and watches it until it ends.
-    pub fn insert(self: &Arc<Self>, pane: Arc<Pane>) {
+    /// Puts a pane in the table (in place of any of its name) and watches
+    /// it until its program ends; it stays in the table after that.
+    pub fn insert(&self, pane: Arc<Pane>) {
         self.live.lock().expect("panes lock").insert(pane.name.clone(), pane.clone());
-        let panes = self.clone();
+        if pane.exit_status().is_some() {
+            return;
+        }
         tokio::spawn(async move {
             let status = pane.clone().run().await;
-            tracing::info!(pane = %pane.name, "pane ended: {status:?}");
-            let mut live = panes.live.lock().expect("panes lock");
-            if live.get(&pane.name).is_some_and(|p| Arc::ptr_eq(p, &pane)) {
-                live.remove(&pane.name);
-            }
-            forget_saved(&pane.name);
+            tracing::info!(pane = %pane.name, "the pane's program {}", status.describe());
         });
+    }
+
+    /// Takes `pane` out of the table (if it is still the one of its name)
+    /// and forgets its saved screen.
+    fn remove(&self, pane: &Arc<Pane>) {
+        let mut live = self.live.lock().expect("panes lock");
+        if live.get(&pane.name).is_some_and(|p| Arc::ptr_eq(p, pane)) {
+            live.remove(&pane.name);
+            forget_saved(&pane.name);
+        }
     }
 
     /// At a fresh start: panes saved by a previous boot ended with it.
@@ -124,15 +147,20 @@ impl Panes {
                 continue;
             }
             let screen = std::fs::read(path.with_extension("screen")).ok();
+            let how = match meta.exited {
+                Some(status) => format!("ended ({}) before the room restarted at", status.summary()),
+                None => "ended when the room restarted at".to_string(),
+            };
             ended.insert(
                 name.to_string(),
                 EndedPane {
                     message: format!(
-                        "pane {name} ended when the room restarted at {}{}",
+                        "pane {name} {how} {}{}",
                         utc(started_unix_ms),
                         if screen.is_some() { "" } else { " (its screen was not kept)" }
                     ),
                     screen: screen.map(|s| String::from_utf8_lossy(&s).into_owned()),
+                    status: None,
                 },
             );
         }
@@ -154,8 +182,12 @@ pub async fn keep_screens(state: Arc<State>) {
 }
 
 fn save(pane: &Pane, screen: &[u8], boot_id: &str) {
-    let meta =
-        SavedMeta { boot_id: boot_id.into(), command: pane.command.clone(), created_unix_ms: pane.created_unix_ms };
+    let meta = SavedMeta {
+        boot_id: boot_id.into(),
+        command: pane.command.clone(),
+        created_unix_ms: pane.created_unix_ms,
+        exited: pane.exit_status(),
+    };
     let base = dir().join(&pane.name);
     let _ = workroomd::atomic::write(&base.with_extension("screen"), screen);
     let _ = workroomd::atomic::write(&base.with_extension("json"), &serde_json::to_vec(&meta).unwrap_or_default());
@@ -203,28 +235,43 @@ fn open_pane(state: &State, request: PaneRequest) -> Result<Response, PanesError
         return Err(PanesError::BadName(name));
     }
     let panes = &state.panes;
+    let mut replaced = None;
     if let Some(pane) = panes.get(&name) {
-        return Ok(Response::PaneOpened { pane: pane.info(), created: false, ended: None });
+        match pane.exit_status() {
+            Some(status) if request.replace_exited => replaced = Some(status),
+            // A live pane, or an exited one left for an attach to show.
+            _ => return Ok(Response::PaneOpened { pane: pane.info(), created: false, ended: None, replaced: None }),
+        }
     }
     let start = |source: PaneError| PanesError::Start { name: name.clone(), source };
     let user = spawn::resolve(request.user.as_deref().unwrap_or("root")).map_err(|e| start(e.into()))?;
     let ended = panes.ended.lock().expect("panes lock").get(&name).cloned();
     let mut preamble = ended.as_ref().map(|e| replaced_preamble(&name, e)).unwrap_or_default();
     let mut env = request.env.clone();
-    let argv = match request.argv {
-        Some(argv) if !argv.is_empty() => argv,
-        Some(_) => return Err(PanesError::EmptyCommand(name)),
-        None => {
-            let env_shell = env.get("SHELL").cloned().or_else(|| std::env::var("SHELL").ok());
-            let shell =
-                spawn::pick_shell(Some(&user), env_shell.as_deref(), spawn::executable).map_err(|e| start(e.into()))?;
-            if let Some(note) = &shell.note {
-                preamble.extend_from_slice(note.as_bytes());
-                preamble.extend_from_slice(b"\r\n");
-            }
-            env.insert("SHELL".into(), shell.path.clone());
-            vec![shell.path, "-l".into()]
+    // The login shell runs the pane, or runs its command (`login_shell`):
+    // either way the one that can run, with a note when it is not the
+    // passwd's.
+    let mut pick_shell = |env: &mut BTreeMap<String, String>| -> Result<String, PanesError> {
+        let env_shell = env.get("SHELL").cloned().or_else(|| std::env::var("SHELL").ok());
+        let shell =
+            spawn::pick_shell(Some(&user), env_shell.as_deref(), spawn::executable).map_err(|e| start(e.into()))?;
+        if let Some(note) = &shell.note {
+            preamble.extend_from_slice(note.as_bytes());
+            preamble.extend_from_slice(b"\r\n");
         }
+        env.insert("SHELL".into(), shell.path.clone());
+        Ok(shell.path)
+    };
+    let login_shell = request.login_shell && request.argv.is_some();
+    let argv = match request.argv {
+        Some(argv) if argv.is_empty() => return Err(PanesError::EmptyCommand(name)),
+        Some(argv) => {
+            if login_shell {
+                pick_shell(&mut env)?;
+            }
+            argv
+        }
+        None => vec![pick_shell(&mut env)?, "-l".into()],
     };
     let libc = locale::image_libc();
     let image_sets = |var: &str| request.env.contains_key(var) || std::env::var_os(var).is_some();
@@ -239,6 +286,7 @@ fn open_pane(state: &State, request: PaneRequest) -> Result<Response, PanesError
             user: Some(&user),
             env: &env,
             cwd: request.cwd.as_deref(),
+            login_shell,
             rows,
             cols,
             limits,
@@ -247,9 +295,10 @@ fn open_pane(state: &State, request: PaneRequest) -> Result<Response, PanesError
     )
     .map_err(start)?;
     let info = pane.info();
+    // In place of an exited pane of this name, if there was one.
     panes.insert(pane);
     panes.ended.lock().expect("panes lock").remove(&name);
-    Ok(Response::PaneOpened { pane: info, created: true, ended })
+    Ok(Response::PaneOpened { pane: info, created: true, ended, replaced })
 }
 
 /// A client on a pane: the paint, then the pane's output as it comes,
@@ -272,7 +321,14 @@ pub async fn attach(
         return handle.reply(Response::failed(&PanesError::NoPane(name.to_string()))).await;
     };
     let Some(attachment) = pane.attach(conn, Some(size), history) else {
-        return handle.reply(Response::failed(&PanesError::Ended(name.to_string()))).await;
+        // Its program exited: its last screen (which ends with the status
+        // line) and its status, as an attach at its end would have seen.
+        let status = pane.exit_status();
+        let how = status.map_or_else(|| "ended".to_string(), |s| s.describe());
+        let screen = String::from_utf8_lossy(&pane.screen()).into_owned();
+        let ended = EndedPane { message: format!("the program of pane {name} {how}"), screen: Some(screen), status };
+        handle.reply(Response::PaneEnded(ended)).await?;
+        return handle.send_eof().await;
     };
     let id = attachment.id;
     let result = watch(handle, &pane, attachment).await;
@@ -343,7 +399,8 @@ pub async fn capture(state: &State, handle: &StreamHandle, request: CaptureReque
         Ok(p) => p,
         Err(e) => return handle.reply(Response::failed(&e)).await,
     };
-    if let Some(since) = request.changed_since {
+    // An exited pane will not change again: no use waiting.
+    if let (Some(since), None) = (request.changed_since, pane.exit_status()) {
         let mut changes = pane.changes();
         if *changes.borrow_and_update() == since {
             let _ = tokio::time::timeout(CAPTURE_WAIT, changes.changed()).await;
@@ -352,19 +409,23 @@ pub async fn capture(state: &State, handle: &StreamHandle, request: CaptureReque
     let lines = request.lines.map(|n| n as usize);
     let (changes, text) = pane.capture(lines, request.escapes, !request.screen_only);
     let (rows, cols) = pane.size();
-    handle.reply(Response::Captured { changes, rows, cols }).await?;
+    let exited = pane.exit_status();
+    handle.reply(Response::Captured { changes, rows, cols, exited }).await?;
     handle.send_data(&text).await?;
     handle.send_eof().await
 }
 
 pub async fn type_in(state: &State, handle: &StreamHandle, name: &str, text: String) -> Result<(), StreamError> {
-    match state.panes.pane(name) {
-        Ok(pane) => {
-            pane.type_in(None, text.into_bytes()).await;
-            handle.reply(Response::Done).await
-        }
-        Err(e) => handle.reply(Response::failed(&e)).await,
+    let pane = match state.panes.pane(name) {
+        Ok(pane) => pane,
+        Err(e) => return handle.reply(Response::failed(&e)).await,
+    };
+    if let Some(status) = pane.exit_status() {
+        let error = PanesError::TypeIntoExited { name: name.to_string(), how: status.describe() };
+        return handle.reply(Response::failed(&error)).await;
     }
+    pane.type_in(None, text.into_bytes()).await;
+    handle.reply(Response::Done).await
 }
 
 pub async fn kill(state: &State, handle: &StreamHandle, name: &str) -> Result<(), StreamError> {
@@ -372,16 +433,20 @@ pub async fn kill(state: &State, handle: &StreamHandle, name: &str) -> Result<()
         Ok(p) => p,
         Err(e) => return handle.reply(Response::failed(&e)).await,
     };
+    // A running pane is hung up and waited for, so its clients see its
+    // status line and end; an exited one is just removed.
     pane.hang_up();
     let deadline = tokio::time::Instant::now() + KILL_GRACE;
     let mut killed = false;
-    while state.panes.get(name).is_some_and(|p| Arc::ptr_eq(&p, &pane)) {
+    let mut changes = pane.changes();
+    while pane.exit_status().is_none() {
         if !killed && tokio::time::Instant::now() >= deadline {
             pane.kill();
             killed = true;
         }
-        tokio::time::sleep(KILL_POLL).await;
+        let _ = tokio::time::timeout(KILL_POLL, changes.changed()).await;
     }
+    state.panes.remove(&pane);
     handle.reply(Response::Done).await
 }
 
@@ -406,6 +471,102 @@ pub fn utc(unix_ms: u64) -> String {
 mod tests {
     use super::*;
 
+    /// How long a test waits for a pane's program to end; a guard, not a pause.
+    const END_GUARD: Duration = Duration::from_secs(20);
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    async fn ended(pane: &Pane) -> ExitStatus {
+        let mut changes = pane.changes();
+        let deadline = tokio::time::Instant::now() + END_GUARD;
+        loop {
+            if let Some(status) = pane.exit_status() {
+                return status;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the pane's program never ended");
+            let _ = tokio::time::timeout(KILL_POLL, changes.changed()).await;
+        }
+    }
+
+    fn sh(name: &str, script: &str, replace_exited: bool) -> PaneRequest {
+        PaneRequest {
+            name: name.into(),
+            argv: Some(vec!["/bin/sh".into(), "-c".into(), script.into()]),
+            replace_exited,
+            ..Default::default()
+        }
+    }
+
+    fn opened(reply: Response) -> (PaneInfo, bool, Option<ExitStatus>) {
+        match reply {
+            Response::PaneOpened { pane, created, replaced, .. } => (pane, created, replaced),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_exited_pane_stays_listed_with_its_status_line_and_is_replaced_only_when_asked() {
+        let folder = tempfile::tempdir().unwrap();
+        let state = State::load("test-boot".into(), folder.path().to_path_buf());
+        runtime().block_on(async {
+            let script = "echo in-$WORKROOM_PANE; exit 3";
+            let (_, created, _) = opened(open_pane(&state, sh("agent", script, true)).unwrap());
+            assert!(created);
+            let pane = state.panes.get("agent").unwrap();
+            let three = ExitStatus { code: Some(3), signal: None };
+            assert_eq!(ended(&pane).await, three);
+            // Still in the table, with its status, its screen readable and the
+            // status line under what the program wrote.
+            let listed: Vec<PaneInfo> = state.panes.all().iter().map(|p| p.info()).collect();
+            assert_eq!((listed.len(), listed[0].exited), (1, Some(three)));
+            let (_, text) = pane.capture(None, false, true);
+            let text = String::from_utf8_lossy(&text);
+            assert!(text.contains("in-agent\n[exited with status 3]\n"), "{text:?}");
+            assert!(pane.attach(1, Some((24, 80)), true).is_none(), "an attach is answered with its end instead");
+            // Opened without replace_exited (an attaching `shell`): left as it is.
+            let (info, created, replaced) = opened(open_pane(&state, sh("agent", "exit 0", false)).unwrap());
+            assert_eq!((created, info.exited, replaced), (false, Some(three), None));
+            assert!(Arc::ptr_eq(&state.panes.get("agent").unwrap(), &pane));
+            // With it (`shell -d`): a new pane, saying what it replaced.
+            let (info, created, replaced) = opened(open_pane(&state, sh("agent", "read x", true)).unwrap());
+            assert_eq!((created, info.exited, replaced), (true, None, Some(three)));
+            let new = state.panes.get("agent").unwrap();
+            assert!(!Arc::ptr_eq(&new, &pane));
+            // A running pane is never replaced.
+            let (_, created, replaced) = opened(open_pane(&state, sh("agent", "exit 0", true)).unwrap());
+            assert_eq!((created, replaced), (false, None));
+            new.kill();
+            assert_eq!(ended(&new).await.signal, Some(9));
+        });
+    }
+
+    #[test]
+    fn a_pane_adopted_as_exited_is_never_waited_for_nor_signalled() {
+        runtime().block_on(async {
+            let (master, _slave) = pane::open_pty_for_tests();
+            let exited = ExitStatus { code: Some(0), signal: None };
+            // A pid that is surely not a child of this test: its own.
+            let adopted = pane::Adopted {
+                command: vec!["sh".into()],
+                pid: std::process::id() as i32,
+                created_unix_ms: 0,
+                rows: 24,
+                cols: 80,
+                limits: Limits::default(),
+                exited: Some(exited),
+            };
+            let pane = Pane::adopt("old", adopted, master, b"last screen").unwrap();
+            let panes = Panes::default();
+            panes.insert(pane.clone());
+            pane.hang_up();
+            assert_eq!(pane.clone().run().await, exited);
+            assert_eq!(panes.get("old").unwrap().info().exited, Some(exited));
+            assert!(String::from_utf8_lossy(&pane.screen()).contains("last screen"));
+        });
+    }
+
     #[test]
     fn pane_names_that_could_escape_the_state_folder_are_refused() {
         assert!(valid_name("main") && valid_name("agent-2.claude_x"));
@@ -422,8 +583,11 @@ mod tests {
 
     #[test]
     fn a_replacing_pane_shows_the_old_screen_above_a_separator() {
-        let ended =
-            EndedPane { message: "pane main ended when the room restarted at X".into(), screen: Some("$ ls".into()) };
+        let ended = EndedPane {
+            message: "pane main ended when the room restarted at X".into(),
+            screen: Some("$ ls".into()),
+            status: None,
+        };
         let mut term = workroomd::term::Terminal::new(5, 80, Limits::default());
         term.feed(&replaced_preamble("main", &ended));
         assert_eq!(

@@ -105,6 +105,62 @@ pub struct ExitStatus {
     pub signal: Option<i32>,
 }
 
+impl ExitStatus {
+    /// How it ended, as a label: `exited with status 3`, `killed by signal
+    /// 9 (SIGKILL)`, or `ended with its status unknown`.
+    pub fn summary(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(signal)) => match signal_name(signal) {
+                Some(name) => format!("killed by signal {signal} ({name})"),
+                None => format!("killed by signal {signal}"),
+            },
+            (None, None) => "ended with its status unknown".to_string(),
+        }
+    }
+
+    /// [`summary`](Self::summary) said of a program: "its program
+    /// exited with status 3", "... was killed by signal 9 (SIGKILL)".
+    pub fn describe(&self) -> String {
+        match (self.code, self.signal) {
+            (None, Some(_)) => format!("was {}", self.summary()),
+            _ => self.summary(),
+        }
+    }
+
+    /// The name of the signal that killed it (`SIGKILL`), for the common ones.
+    pub fn signal_name(&self) -> Option<&'static str> {
+        self.signal.and_then(signal_name)
+    }
+
+    /// The status a shell reports for it: the code, or 128 + the signal.
+    pub fn shell_code(&self) -> i32 {
+        self.code.unwrap_or_else(|| 128 + self.signal.unwrap_or(0))
+    }
+}
+
+/// The names of the signals a program commonly dies of (Linux numbers);
+/// others are said by number alone.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
 /// What the host asks of the daemon: the payload of an `Open` frame.
 ///
 /// Every request gets exactly one [`Response`] as the first frame the daemon
@@ -173,7 +229,9 @@ pub enum Request {
     /// [`MAX_CREDENTIAL_INPUT`] bytes.
     GitCredential { operation: String, input: String },
     /// Opens a pane (a pty and a program the daemon holds) unless one of that
-    /// name runs: [`Response::PaneOpened`].
+    /// name is there: [`Response::PaneOpened`]. A pane whose program
+    /// exited stays (its screen readable) until it is killed, or replaced
+    /// by an `OpenPane` with `replace_exited`.
     OpenPane(PaneRequest),
     /// Watches and types into a pane: [`Response::Ready`], then a repaint of
     /// the current screen as `Data`, then the pane's live output as `Data`.
@@ -188,6 +246,9 @@ pub enum Request {
     /// pane writes follows, in order; a client that falls more than its
     /// bound behind gets a marker line and a new paint instead of what it
     /// missed. The latest client's size is the pane's.
+    ///
+    /// A pane whose program exited answers [`Response::PaneEnded`] with its
+    /// last screen and status (then `Eof`).
     Attach {
         pane: String,
         /// The client's window; 0 keeps the pane's size.
@@ -201,14 +262,15 @@ pub enum Request {
     /// The text of a pane: [`Response::Captured`], then the text as
     /// `Data`, then `Eof`.
     CapturePane(CaptureRequest),
-    /// Types `text` into a pane as if a client had: [`Response::Done`].
+    /// Types `text` into a pane as if a client had: [`Response::Done`];
+    /// `Error` when its program exited.
     TypeIn { pane: String, text: String },
     /// Sets a pane's window size (its program gets `SIGWINCH`): [`Response::Done`].
     ResizePane { pane: String, rows: u16, cols: u16 },
     /// [`Response::Panes`].
     ListPanes,
     /// Hangs up a pane's session (then kills it if it lingers): [`Response::Done`]
-    /// once the pane is gone.
+    /// once the pane is gone. A pane whose program exited is removed at once.
     KillPane { pane: String },
     /// Replaces the daemon by the binary at `binary` (a path in the room) in
     /// place, keeping the panes: [`Response::HandOff`]. With `dry_run` the
@@ -320,6 +382,17 @@ pub struct PaneRequest {
     /// locale, else `C.UTF-8` where the image provides it.
     #[serde(default)]
     pub locale: BTreeMap<String, String>,
+    /// A pane of this name whose program exited is replaced by a new one
+    /// (`workroom shell -d`); without it, the exited pane is answered as it
+    /// is, so an attach can show its last screen (`workroom shell`).
+    #[serde(default)]
+    pub replace_exited: bool,
+    /// Run `argv` through the user's login shell, as [`RunRequest::login_shell`]
+    /// does, so a command finds what the profile puts on `PATH` as it
+    /// would typed into a shell pane. Ignored without `argv` (the login
+    /// shell itself runs).
+    #[serde(default)]
+    pub login_shell: bool,
 }
 
 /// What to capture of a pane (see [`Request::CapturePane`]).
@@ -355,15 +428,25 @@ pub struct PaneInfo {
     /// Lines in its history now.
     #[serde(default)]
     pub history: u64,
+    /// How its program ended; `None` while it runs. An exited pane stays,
+    /// readable, until it is killed or replaced.
+    #[serde(default)]
+    pub exited: Option<ExitStatus>,
 }
 
-/// What a pane that ended with its room's restart left (see [`Request::Attach`]).
+/// What a pane that ended left (see [`Request::Attach`]): one that ended
+/// with its room's restart, or one whose program exited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndedPane {
-    /// "pane main ended when the room restarted at ...; its last screen follows".
+    /// "pane main ended when the room restarted at ..." or "pane main
+    /// exited with status 3".
     pub message: String,
     /// The last screen saved, as bytes that repaint it; `None` if none was kept.
     pub screen: Option<String>,
+    /// How its program ended, when the daemon saw it end (not across a
+    /// restart).
+    #[serde(default)]
+    pub status: Option<ExitStatus>,
 }
 
 /// The outcome of a [`Request::HandOff`].
@@ -422,6 +505,10 @@ pub enum Response {
         created: bool,
         #[serde(default)]
         ended: Option<EndedPane>,
+        /// Set when this pane replaced one of its name whose program had
+        /// exited so (`replace_exited`).
+        #[serde(default)]
+        replaced: Option<ExitStatus>,
     },
     /// [`Request::ListPanes`].
     Panes {
@@ -437,11 +524,14 @@ pub enum Response {
         version: String,
     },
     /// [`Request::CapturePane`]: the text follows as `Data`. `changes`
-    /// counts the pane's changes (for `changed_since`).
+    /// counts the pane's changes (for `changed_since`); `exited` says the
+    /// pane's program ended so and its text will not change again.
     Captured {
         changes: u64,
         rows: u16,
         cols: u16,
+        #[serde(default)]
+        exited: Option<ExitStatus>,
     },
     /// A request that has nothing to answer succeeded.
     Done,
@@ -670,7 +760,11 @@ mod tests {
             json!({"reply": "hand_off", "outcome": "handing_off", "digest": "ab", "version": "0.1.0"})
         );
         round_trip(&reply);
-        round_trip(&Response::PaneEnded(EndedPane { message: "m".into(), screen: Some("s".into()) }));
+        round_trip(&Response::PaneEnded(EndedPane {
+            message: "m".into(),
+            screen: Some("s".into()),
+            status: Some(ExitStatus { code: Some(3), signal: None }),
+        }));
     }
 
     #[test]
@@ -678,6 +772,36 @@ mod tests {
         assert!(Response::error("spawn failed").ends_stream(true));
         assert!(!Response::Started { pid: 1 }.ends_stream(true));
         assert!(Response::Ready.ends_stream(false));
+    }
+
+    #[test]
+    fn a_pane_from_a_daemon_before_exited_panes_reads_as_running() {
+        let old: PaneInfo = serde_json::from_value(json!({
+            "name": "main", "command": ["/bin/sh", "-l"], "pid": 7, "rows": 24, "cols": 80,
+            "clients": 0, "created_unix_ms": 1
+        }))
+        .unwrap();
+        assert_eq!(old.exited, None);
+        let exited = PaneInfo { exited: Some(ExitStatus { code: Some(3), signal: None }), ..old };
+        assert_eq!(wire(&exited)["exited"], json!({"code": 3, "signal": null}));
+        round_trip(&exited);
+        let reply: Response =
+            serde_json::from_value(json!({"reply": "captured", "changes": 4, "rows": 24, "cols": 80})).unwrap();
+        assert_eq!(reply, Response::Captured { changes: 4, rows: 24, cols: 80, exited: None });
+        let ended: EndedPane = serde_json::from_value(json!({"message": "m", "screen": null})).unwrap();
+        assert_eq!(ended.status, None);
+    }
+
+    #[test]
+    fn an_exit_status_reads_as_its_status_or_its_signal_by_name() {
+        let status = |code, signal| ExitStatus { code, signal };
+        assert_eq!(status(Some(3), None).summary(), "exited with status 3");
+        assert_eq!(status(None, Some(9)).summary(), "killed by signal 9 (SIGKILL)");
+        assert_eq!(status(None, Some(40)).summary(), "killed by signal 40");
+        assert_eq!(status(None, None).summary(), "ended with its status unknown");
+        assert_eq!(status(Some(3), None).describe(), "exited with status 3");
+        assert_eq!(status(None, Some(15)).describe(), "was killed by signal 15 (SIGTERM)");
+        assert_eq!((status(Some(3), None).shell_code(), status(None, Some(1)).shell_code()), (3, 129));
     }
 
     #[test]
