@@ -135,7 +135,7 @@ pub fn format_panes(panes: &[PaneInfo], now_ms: u64) -> String {
     out
 }
 
-fn age(secs: u64) -> String {
+pub(super) fn age(secs: u64) -> String {
     match secs {
         s if s < 60 => format!("{s}s"),
         s if s < 3600 => format!("{}m", s / 60),
