@@ -4,6 +4,7 @@
 
 mod common;
 mod peer_support;
+mod pty;
 
 use common::*;
 use peer_support::*;
@@ -17,6 +18,14 @@ use std::time::Duration;
 const AGENT_READY_WAIT: Duration = Duration::from_secs(20);
 /// How long a delivered message may take to be printed by the receiver.
 const MESSAGE_WAIT: Duration = Duration::from_secs(20);
+
+/// How long the real Claude Code may take to show a screen: offline, its
+/// start waits out its network look-ups (10-20 s measured on this machine).
+const CLAUDE_WAIT: &str = "120";
+/// Guards a `workroom shell` on a test terminal against a hang.
+const TERM_GUARD: Duration = Duration::from_secs(60);
+/// ctrl-p ctrl-q, the default detach keys.
+const DETACH: &[u8] = b"\x10\x11";
 
 const DEV: u32 = 1000;
 
@@ -362,4 +371,188 @@ fn a_named_room_made_with_other_peer_settings_is_named_and_no_second_one_is_made
     let apart = workroom::plan::identity::named_room_name(&name, false).unwrap();
     assert_eq!(ws.containers().len(), 1, "{joined} replaced, not kept beside");
     assert_eq!(inspect(&apart, "{{.HostConfig.PidMode}}"), "");
+}
+
+/// A Claude Code-style session (as `CLAUDE_STYLE`) whose entry says `id`
+/// and `status`.
+fn claude_style(id: &str, status: &str) -> String {
+    CLAUDE_STYLE.replace("'sessionId': 'cc-7f3a'", &format!("'sessionId': {id:?}, 'status': {status:?}"))
+}
+
+#[test]
+fn agents_shows_each_sessions_room_branch_status_and_pane_and_attach_says_where_one_outside_a_pane_runs() {
+    let scope = PeerScope::new("view");
+    let one = scope.workspace_with(dev(), &in_group("a"));
+    let two = scope.workspace_with(dev(), &in_group("a"));
+    // The first workspace is a checkout on a branch; the second is no repository.
+    std::fs::create_dir(one.path().join(".git")).unwrap();
+    std::fs::write(one.path().join(".git/HEAD"), "ref: refs/heads/feature-one\n").unwrap();
+    one.up();
+    two.up();
+
+    // The group's folder keeps both agents' state, Codex's in a folder of its own.
+    let env = one.exec_ok(&["sh", "-c", "echo \"$CLAUDE_CONFIG_DIR $CODEX_HOME\""]);
+    assert_eq!(env.trim(), "/home/dev/.claude /home/dev/.claude/codex");
+    let codex = scope.registry_of("a", DEV).join("codex");
+    let meta = std::fs::metadata(&codex).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (DEV, 0o700), "{codex:?}");
+    assert_eq!(one.exec_ok(&["sh", "-c", "touch $CODEX_HOME/auth.json && echo ok"]).trim(), "ok");
+
+    // One session as if in a pane of ours (the variable every pane's
+    // processes inherit), one started by `exec`.
+    let busy = claude_style("cc-one", "busy");
+    let in_pane = Running::start(&one, &["env", "WORKROOM_PANE=agent-one", "python3", "-u", "-c", &busy]);
+    let waiting = claude_style("cc-two", "waiting");
+    let bare = Running::start(&two, &["python3", "-u", "-c", &waiting]);
+    for r in [&in_pane, &bare] {
+        assert_eq!(r.lines.recv_timeout(AGENT_READY_WAIT).unwrap(), "ready");
+    }
+
+    let (r1, r2) = (room_in(&one, "a"), room_in(&two, "a"));
+    let listed = |ws: &Workspace| -> Vec<serde_json::Value> {
+        let out = ws.workroom(&["agents", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let want = vec![
+        serde_json::json!([r1, "feature-one", "cc-one", "busy", "agent-one"]),
+        serde_json::json!([r2, null, "cc-two", "waiting", null]),
+    ];
+    let view = |ws: &Workspace| -> Vec<serde_json::Value> {
+        let mut rows: Vec<serde_json::Value> = listed(ws)
+            .iter()
+            .map(|a| serde_json::json!([a["room"], a["branch"], a["sessionId"], a["status"], a["pane"]]))
+            .collect();
+        rows.sort_by_key(|r| r.to_string());
+        rows
+    };
+    let mut sorted = want.clone();
+    sorted.sort_by_key(|r| r.to_string());
+    eventually("both sessions with room, branch, status and pane", AGENT_READY_WAIT, || view(&two) == sorted);
+    let first = &listed(&one)[0];
+    assert!(first["ageSeconds"].as_u64().is_some_and(|s| s < 600), "{first}");
+    assert!(first.as_object().unwrap().contains_key("cwd"), "every key on every agent: {first}");
+
+    let table = stdout(&one.workroom(&["agents"]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["ROOM", "BRANCH", "AGENT", "PID", "STATUS", "PANE", "AGE"], "{table}");
+    let row = table.lines().find(|l| l.starts_with(&r1)).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!((cells[1], cells[2], cells[4], cells[5]), ("feature-one", "cc-one", "busy", "agent-one"), "{table}");
+    // From outside any workspace, by room.
+    let by_room = scope.workroom(&["agents", "--json", "--room", &r2]);
+    assert!(by_room.status.success(), "{}", stderr(&by_room));
+    assert_eq!(serde_json::from_slice::<Vec<serde_json::Value>>(&by_room.stdout).unwrap().len(), 2);
+
+    // attach: a session outside our panes is said where it runs, in one line.
+    let out = one.workroom(&["attach", "cc-tw"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.trim().starts_with(&format!("cc-two runs in {r2} as pid")), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    let out = one.workroom(&["attach", "cc-"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("\"cc-\" names 2 agents"), "{}", stderr(&out));
+    drop((in_pane, bare));
+}
+
+/// A config for the real Claude Code: the binary bound in read-only, a
+/// dummy key (nothing reaches the model), and one workspace folder in
+/// every room, since Claude Code asks its trust question per folder.
+fn claude_config(binary: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({
+        "image": DEBIAN,
+        "remoteUser": "dev",
+        "mounts": [format!("type=bind,source={},target=/usr/local/bin/claude,readonly", binary.display())],
+        "containerEnv": { "ANTHROPIC_API_KEY": "sk-ant-workroom-test-0000", "DISABLE_AUTOUPDATER": "1" },
+        "workspaceMount": "source=${localWorkspaceFolder},target=/workspaces/app,type=bind",
+        "workspaceFolder": "/workspaces/app",
+    })
+}
+
+/// Opens pane `agent` of the workspace's room through a real terminal,
+/// detaches, and starts `claude` in it with `workroom send`.
+fn start_claude(scope: &PeerScope, ws: &Workspace) {
+    let env: Vec<(String, String)> = scope.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let args = ["shell", "--workspace-folder", &ws.folder(), "agent"];
+    let mut term = pty::Term::spawn_with_env(workroom_bin(), &args, 40, 120, &env);
+    term.send(b"echo ready-$((6*7))\r");
+    term.expect("ready-42", TERM_GUARD);
+    term.send(DETACH);
+    term.expect("detached from pane agent", TERM_GUARD);
+    assert_eq!(term.wait(TERM_GUARD), 0);
+    let out = ws.workroom(&["send", "agent", "--keys", "--", "claude", "Enter"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// `workroom wait agent --for REGEX` in the workspace's room.
+fn wait_for(ws: &Workspace, pattern: &str) {
+    let out = ws.workroom(&["wait", "agent", "--for", pattern, "--timeout", CLAUDE_WAIT]);
+    let screen = stdout(&ws.workroom(&["capture", "agent"]));
+    assert!(out.status.success(), "no {pattern:?} on the pane ({}):\n{screen}", stderr(&out));
+}
+
+fn send_key(ws: &Workspace, key: &str) {
+    let out = ws.workroom(&["send", "agent", "--keys", "--", key]);
+    assert!(out.status.success(), "send {key}: {}", stderr(&out));
+}
+
+/// What the real Claude Code shows at its prompt, ready for input.
+const CLAUDE_PROMPT: &str = "for shortcuts|for agents";
+
+#[test]
+fn claude_code_onboarded_once_in_a_group_starts_at_its_prompt_in_a_new_and_a_recreated_room() {
+    let Some(binary) = common::claude::binary() else { return };
+    let scope = PeerScope::new("claude");
+    let a = scope.workspace_with(claude_config(&binary), &in_group("c"));
+    let b = scope.workspace_with(claude_config(&binary), &in_group("c"));
+    for ws in [&a, &b] {
+        ws.open_to_room_users();
+    }
+    a.up();
+    // Offline, Claude Code's first-run screens end in a connectivity check
+    // that fails; a login made elsewhere has marked them done. The rest it
+    // asks (trust, the key) are driven in the pane.
+    a.exec_ok(&["sh", "-c", "echo '{\"hasCompletedOnboarding\": true}' > \"$CLAUDE_CONFIG_DIR/.claude.json\""]);
+    start_claude(&scope, &a);
+    wait_for(&a, "Yes, I trust this folder");
+    send_key(&a, "Down");
+    wait_for(&a, "❯ Yes, I trust this folder");
+    send_key(&a, "Enter");
+    wait_for(&a, "Do you want to use this API key");
+    send_key(&a, "Up");
+    wait_for(&a, "❯ Yes");
+    send_key(&a, "Enter");
+    wait_for(&a, CLAUDE_PROMPT);
+
+    // Claude Code wrote its answers into the group's folder on the host.
+    let state = scope.registry_of("c", DEV).join(".claude.json");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(json["projects"]["/workspaces/app"]["hasTrustDialogAccepted"], true, "{json}");
+    assert!(json["customApiKeyResponses"]["approved"].as_array().is_some_and(|a| !a.is_empty()), "{json}");
+
+    // A new room of the group, and room A recreated: straight at the prompt.
+    b.up();
+    let recreated = a.workroom(&["up", "--recreate"]);
+    assert!(recreated.status.success(), "{}", stderr(&recreated));
+    for ws in [&b, &a] {
+        start_claude(&scope, ws);
+        wait_for(ws, CLAUDE_PROMPT);
+        let screen = stdout(&ws.workroom(&["capture", "agent"]));
+        assert!(!screen.contains("trust this folder") && !screen.contains("API key"), "asked again:\n{screen}");
+    }
+    // Both sessions are the group's, idle, each in its room.
+    let (ra, rb) = (room_in(&a, "c"), room_in(&b, "c"));
+    eventually("both Claude Code sessions idle in agents", AGENT_READY_WAIT, || {
+        let out = b.workroom(&["agents", "--json"]);
+        let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let mut rooms: Vec<&str> =
+            listed.iter().filter(|s| s["status"] == "idle").filter_map(|s| s["room"].as_str()).collect();
+        rooms.sort();
+        let mut want = [ra.as_str(), rb.as_str()];
+        want.sort();
+        rooms == want
+    });
 }

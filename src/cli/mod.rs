@@ -257,12 +257,25 @@ pub enum Cmd {
         force: bool,
     },
     /// The agent sessions of the room's peer group (live, with their
-    /// socket), and the room each runs in.
+    /// socket): room, branch, agent, pid, status, pane and age.
     Agents {
         #[command(flatten)]
-        workspace: WorkspaceArgs,
+        room: RoomArgs,
+        /// One JSON array of objects with every key on every agent.
         #[arg(long)]
         json: bool,
+    },
+    /// A terminal on the pane that holds an agent of the room's peer group
+    /// (as `workroom shell --room ROOM PANE`).
+    Attach {
+        #[command(flatten)]
+        room: RoomArgs,
+        /// The agent: its name, session id or pid as `workroom agents`
+        /// prints them, or a unique prefix of a name or id.
+        agent: String,
+        /// The keys that detach, in docker's notation (default ctrl-p,ctrl-q).
+        #[arg(long, value_name = "KEYS")]
+        detach_keys: Option<String>,
     },
     /// List rooms: name, state, image, age, workspace.
     List {
@@ -402,7 +415,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::KillPane { room, pane } => shell_cmd::kill_pane(&room, &pane).await,
             Cmd::HandOff { room, binary, force } => shell_cmd::hand_off(&room, binary.as_deref(), force).await,
             Cmd::List { json, all } => rooms::list(json, all).await,
-            Cmd::Agents { workspace, json } => agents_cmd::run(&workspace, json).await,
+            Cmd::Agents { room, json } => agents_cmd::run(&room, json).await,
+            Cmd::Attach { room, agent, detach_keys } => agents_cmd::attach(&room, &agent, detach_keys.as_deref()).await,
             Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
             Cmd::Down { name, all, volumes, workspace_folder } => {
                 rooms::down(name.as_deref(), all, &workspace_folder, volumes).await

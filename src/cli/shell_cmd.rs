@@ -260,7 +260,7 @@ pub fn status_word(exited: Option<ExitStatus>) -> String {
     }
 }
 
-fn age(secs: u64) -> String {
+pub(super) fn age(secs: u64) -> String {
     match secs {
         s if s < 60 => format!("{s}s"),
         s if s < 3600 => format!("{}m", s / 60),

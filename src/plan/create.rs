@@ -203,6 +203,17 @@ pub fn plan_with_peers(
 
     let mut env: Vec<String> = merged.container_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     env.extend(run.env.iter().cloned());
+    if let Some(j) = peer {
+        // The user's own value wins, from any of the places they can set it.
+        let user_sets = |key: &str| {
+            merged.container_env.iter().any(|(k, _)| k == key)
+                || merged.remote_env.iter().any(|(k, _)| k == key)
+                || run.env.iter().any(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) == key)
+        };
+        let (agent_env, said) = super::peers::agent_env(name, &j.home, user_sets);
+        env.extend(agent_env);
+        warnings.extend(said);
+    }
 
     let (privileged, said) = metadata.privileged(name, metadata_privileged);
     warnings.extend(said);

@@ -9,6 +9,12 @@
 //! - one session registry: the group's host folder bound at the remote
 //!   user's `~/.claude`.
 //!
+//! The same folder keeps the agents' own state for the whole group:
+//! `CLAUDE_CONFIG_DIR` points Claude Code at it, so its `.claude.json`
+//! (login, onboarding, trusted folders), which it otherwise keeps beside
+//! `~/.claude` and loses with the container, lives with the group; Codex
+//! gets `CODEX_HOME` in a folder of its own inside it ([`agent_env`]).
+//!
 //! A group is a trust domain keyed by a name (`peer_group`, `default` unless
 //! set) and the uid its sessions run as: rooms of one group share processes
 //! and, as one uid, can reach each other's files through `/proc/PID/root`;
@@ -31,6 +37,17 @@ use workroomd::users::PasswdEntry;
 pub const SOCKS_DIR: &str = "/tmp/cc-socks";
 /// The folder in the remote user's home that holds the session registry.
 pub const REGISTRY_IN_HOME: &str = ".claude";
+/// Claude Code keeps all its state (`.claude.json` too) in this folder
+/// when the variable names one.
+pub const CLAUDE_CONFIG_ENV: &str = "CLAUDE_CONFIG_DIR";
+/// Codex keeps its state (`auth.json`, `config.toml`, sessions) here.
+pub const CODEX_HOME_ENV: &str = "CODEX_HOME";
+/// Codex's folder inside the group's: its own, next to Claude Code's files
+/// (ADR 0005 says why it is not a second bind).
+pub const CODEX_IN_REGISTRY: &str = "codex";
+/// Claude Code's state file: beside `~/.claude` without
+/// [`CLAUDE_CONFIG_ENV`], inside the named folder with it.
+pub const CLAUDE_STATE_FILE: &str = ".claude.json";
 
 /// Names a second workroom install (or a test run) on the same engine: its
 /// rooms, anchors and volumes carry `workroom.scope=<value>`, the anchor and
@@ -156,11 +173,102 @@ pub fn join(host: &mut HostConfig, j: &PeerJoin) {
         ..Default::default()
     });
     mounts.push(Mount {
-        target: Some(format!("{}/{REGISTRY_IN_HOME}", j.home.trim_end_matches('/'))),
+        target: Some(registry_in_room(&j.home)),
         source: Some(j.registry.clone()),
         typ: Some(MountType::BIND),
         ..Default::default()
     });
+}
+
+/// Where the room sees its group's folder: the remote user's `~/.claude`.
+pub fn registry_in_room(home: &str) -> String {
+    format!("{}/{REGISTRY_IN_HOME}", home.trim_end_matches('/'))
+}
+
+/// The agents' state variables of a participating room whose remote user's
+/// home is `home`: Claude Code's config folder is the group's folder, and
+/// Codex's a folder of its own inside it. `user_sets` says whether the
+/// user's `containerEnv`/`remoteEnv` (or `runArgs -e`) already names a
+/// variable: theirs wins, and for Claude Code that is said, since its
+/// sessions then register elsewhere and peers may not see each other.
+/// Returns `KEY=value` entries for the container's environment and the
+/// warnings.
+pub fn agent_env(room: &str, home: &str, user_sets: impl Fn(&str) -> bool) -> (Vec<String>, Vec<String>) {
+    let folder = registry_in_room(home);
+    let mut env = Vec::new();
+    let mut warnings = Vec::new();
+    if user_sets(CLAUDE_CONFIG_ENV) {
+        warnings.push(format!(
+            "{room}: your {CLAUDE_CONFIG_ENV} is used, not the peer group's folder {folder}: Claude Code there keeps \
+             its login apart from the group's, and unless it names {folder} its sessions register elsewhere and \
+             peers may not see each other"
+        ));
+    } else {
+        env.push(format!("{CLAUDE_CONFIG_ENV}={folder}"));
+    }
+    if !user_sets(CODEX_HOME_ENV) {
+        env.push(format!("{CODEX_HOME_ENV}={folder}/{CODEX_IN_REGISTRY}"));
+    }
+    (env, warnings)
+}
+
+/// What `up` does about Claude Code's state in a room made before the
+/// group kept it (no [`CLAUDE_CONFIG_ENV`] in its environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateMove {
+    /// Nothing to do: the room uses the group's folder, or the user chose
+    /// their own, or it is in no group.
+    Nothing,
+    /// The group's folder (a host folder) has no state yet: copy the
+    /// room's `from` (in the room) to `to` (on the host) if it exists.
+    Copy { from: String, to: PathBuf },
+    /// Say how the room comes to use the group's state, and do nothing.
+    Say(String),
+}
+
+/// Decided from the room's inspect (its environment and the registry bind)
+/// and one stat of the group's host folder: no engine call, so the fast path
+/// pays nothing when nothing is due. `user_sets_config`: the config names
+/// [`CLAUDE_CONFIG_ENV`] in `remoteEnv` (the inspect shows `containerEnv`).
+pub fn state_move(
+    room: &str,
+    env: &HashMap<String, String>,
+    user_sets_config: bool,
+    registry: Option<&(String, String)>,
+    group_has_state: impl Fn(&Path) -> bool,
+) -> StateMove {
+    let Some((source, target)) = registry else { return StateMove::Nothing };
+    if env.contains_key(CLAUDE_CONFIG_ENV) || user_sets_config {
+        return StateMove::Nothing;
+    }
+    let home = target.strip_suffix(&format!("/{REGISTRY_IN_HOME}")).unwrap_or(target);
+    let from = format!("{home}/{CLAUDE_STATE_FILE}");
+    let recreate = format!(
+        "`workroom up --recreate` makes {room} keep Claude Code's state in its peer group's folder ({target}, with \
+         {CLAUDE_CONFIG_ENV}), shared by every room of the group"
+    );
+    // A registry in a volume (an engine that cannot see this host's
+    // folders) is not ours to write into from here.
+    if !source.starts_with('/') {
+        return StateMove::Say(format!(
+            "{room} keeps Claude Code's state in {from}, apart from its peer group's; copy it to {target}/ in the \
+             room, then {recreate}"
+        ));
+    }
+    let to = Path::new(source).join(CLAUDE_STATE_FILE);
+    if group_has_state(&to) {
+        return StateMove::Say(format!("{room} keeps Claude Code's state in {from}, not its peer group's; {recreate}"));
+    }
+    StateMove::Copy { from, to }
+}
+
+/// Said after [`StateMove::Copy`] copied the room's state.
+pub fn state_copied(room: &str, from: &str, to: &Path) -> String {
+    format!(
+        "copied {room}'s {from} (Claude Code's login and settings) to its peer group's folder {}; \
+         `workroom up --recreate` makes {room} use it, and every room of the group shares it",
+        to.display()
+    )
 }
 
 /// The anchor: the daemon as PID 1 (no Docker init, the anchor reaps
@@ -574,6 +682,49 @@ mod tests {
             (mounts[2].source.as_deref(), mounts[2].target.as_deref()),
             (Some("/reg"), Some("/home/dev/.claude"))
         );
+    }
+
+    #[test]
+    fn a_participating_room_keeps_claude_codes_and_codexs_state_in_its_groups_folder() {
+        let (env, warnings) = agent_env("r", "/home/dev/", |_| false);
+        assert_eq!(env, ["CLAUDE_CONFIG_DIR=/home/dev/.claude", "CODEX_HOME=/home/dev/.claude/codex"]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (env, _) = agent_env("r", "/root", |_| false);
+        assert_eq!(env[0], "CLAUDE_CONFIG_DIR=/root/.claude");
+    }
+
+    #[test]
+    fn the_users_own_agent_state_folders_win_and_theirs_for_claude_code_is_warned() {
+        let (env, warnings) = agent_env("workroom-x", "/home/dev", |k| k == CLAUDE_CONFIG_ENV);
+        assert_eq!(env, ["CODEX_HOME=/home/dev/.claude/codex"], "the user's own is not overridden");
+        let [w] = warnings.as_slice() else { panic!("one warning: {warnings:?}") };
+        assert!(w.starts_with("workroom-x: your CLAUDE_CONFIG_DIR is used") && w.contains("peers may not see"), "{w}");
+        let (env, warnings) = agent_env("r", "/home/dev", |k| k == CODEX_HOME_ENV);
+        assert_eq!(env, ["CLAUDE_CONFIG_DIR=/home/dev/.claude"]);
+        assert!(warnings.is_empty(), "Codex has no peers to lose: {warnings:?}");
+    }
+
+    #[test]
+    fn a_room_made_before_the_group_kept_agent_state_moves_it_over_or_is_told_how() {
+        let bind = ("/reg/a/1000".to_string(), "/home/dev/.claude".to_string());
+        let old: HashMap<String, String> = HashMap::from([("PATH".into(), "/usr/bin".into())]);
+        let new = HashMap::from([(CLAUDE_CONFIG_ENV.to_string(), "/home/dev/.claude".to_string())]);
+        let none = |_: &Path| false;
+        let has = |_: &Path| true;
+        assert_eq!(state_move("r", &new, false, Some(&bind), none), StateMove::Nothing, "uses the group's");
+        assert_eq!(state_move("r", &old, true, Some(&bind), none), StateMove::Nothing, "the user's remoteEnv rules");
+        assert_eq!(state_move("r", &old, false, None, none), StateMove::Nothing, "no group");
+        assert_eq!(
+            state_move("r", &old, false, Some(&bind), none),
+            StateMove::Copy { from: "/home/dev/.claude.json".into(), to: "/reg/a/1000/.claude.json".into() }
+        );
+        let StateMove::Say(said) = state_move("r", &old, false, Some(&bind), has) else { panic!("the group has one") };
+        assert!(said.contains("`workroom up --recreate` makes r keep Claude Code's state"), "{said}");
+        let in_volume = ("workroom-peer-socks.a.1000-registry".to_string(), "/home/dev/.claude".to_string());
+        let StateMove::Say(said) = state_move("r", &old, false, Some(&in_volume), none) else { panic!("a volume") };
+        assert!(said.contains("copy it to /home/dev/.claude/ in the room, then"), "{said}");
+        let copied = state_copied("r", "/home/dev/.claude.json", Path::new("/reg/a/1000/.claude.json"));
+        assert!(copied.contains("`workroom up --recreate` makes r use it") && !copied.contains('\n'), "{copied}");
     }
 
     #[test]

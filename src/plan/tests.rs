@@ -209,6 +209,40 @@ fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("0"));
 }
 
+#[test]
+fn a_peer_rooms_agents_keep_their_state_in_the_groups_folder_unless_the_config_says_otherwise() {
+    use super::create::plan_with_peers;
+    use super::peers::PeerJoin;
+    let j = PeerJoin { anchor: "anc".into(), volume: "vol".into(), registry: "/r".into(), home: "/home/dev".into() };
+    let env_of = |config: &str, peer: Option<&PeerJoin>| {
+        let (_d, l) = loaded(config);
+        let metadata = for_new_room(&l, "img", None, &[]);
+        let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, peer).unwrap();
+        (p.body.env.unwrap_or_default(), p.warnings)
+    };
+    let (env, warnings) = env_of(r#"{"image": "img", "remoteUser": "dev"}"#, Some(&j));
+    assert!(env.contains(&"CLAUDE_CONFIG_DIR=/home/dev/.claude".to_string()), "{env:?}");
+    assert!(env.contains(&"CODEX_HOME=/home/dev/.claude/codex".to_string()), "{env:?}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (env, _) = env_of(r#"{"image": "img", "remoteUser": "dev"}"#, None);
+    assert!(!env.iter().any(|e| e.starts_with("CLAUDE_CONFIG_DIR=") || e.starts_with("CODEX_HOME=")), "{env:?}");
+
+    // The user's own, from containerEnv, remoteEnv or `runArgs -e`, wins.
+    for config in [
+        r#"{"image": "img", "containerEnv": {"CLAUDE_CONFIG_DIR": "/mine"}}"#,
+        r#"{"image": "img", "remoteEnv": {"CLAUDE_CONFIG_DIR": "/mine"}}"#,
+        r#"{"image": "img", "runArgs": ["-e", "CLAUDE_CONFIG_DIR=/mine"]}"#,
+    ] {
+        let (env, warnings) = env_of(config, Some(&j));
+        assert!(!env.contains(&"CLAUDE_CONFIG_DIR=/home/dev/.claude".to_string()), "{config}: {env:?}");
+        assert!(env.contains(&"CODEX_HOME=/home/dev/.claude/codex".to_string()), "{config}: {env:?}");
+        assert!(warnings.iter().any(|w| w.contains("peers may not see each other")), "{config}: {warnings:?}");
+    }
+    let (env, warnings) = env_of(r#"{"image": "img", "containerEnv": {"CODEX_HOME": "/c"}}"#, Some(&j));
+    assert!(env.contains(&"CODEX_HOME=/c".to_string()) && !env.iter().any(|e| e.starts_with("CODEX_HOME=/home")));
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
 // ---------------------------------------------------------------------------
 // the image's devcontainer.metadata, applied
 

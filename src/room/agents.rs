@@ -5,12 +5,17 @@
 //! PID namespace's, which the host cannot read. So each running room of the
 //! group is asked, as the group's uid, through the daemon binary it already
 //! holds (`workroomd agents`, no shell or tool of the image needed): which
-//! registered sessions are alive, have their socket, and run in this room.
+//! registered sessions are alive, have their socket, and run in this room,
+//! and in which of its panes. The branch each room works on is read on this
+//! host, from the workspace folder its `devcontainer.local_folder` label
+//! names: no engine call per room beyond the one `agents` job.
 
 use crate::engine::{Engine, ExecSpec};
+use crate::plan::labels;
 use crate::plan::peers::{self as peer_plan, RoomPeerFacts};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
+use std::path::{Path, PathBuf};
 use tokio::io::AsyncReadExt;
 use workroomd::agents::Session;
 
@@ -18,11 +23,17 @@ use workroomd::agents::Session;
 /// 1024 entries of a few hundred bytes each.
 const MAX_ANSWER: u64 = 1024 * 1024;
 
-/// A session and the room it runs in.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// How far up from a workspace folder its repository's `.git` is looked
+/// for (a devcontainer.json in a subfolder of a repository).
+const MAX_GIT_DEPTH: usize = 32;
+
+/// A session, the room it runs in and the branch that room works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agent {
     pub room: String,
-    #[serde(flatten)]
+    /// The room's workspace branch (`(detached 1a2b3c4)` when HEAD names a
+    /// commit); `None` when the folder is not a repository this host sees.
+    pub branch: Option<String>,
     pub session: Session,
 }
 
@@ -45,7 +56,13 @@ pub async fn list(
         let name = summary_name(&member);
         let Some(registry) = registry_in_room(&member) else { continue };
         let sessions = ask(engine, &member, &name, uid, &registry).await?;
-        agents.extend(sessions.into_iter().map(|session| Agent { room: name.clone(), session }));
+        let folder = member.labels.as_ref().and_then(|l| l.get(labels::LOCAL_FOLDER));
+        let branch = folder.and_then(|f| branch_of(Path::new(f)));
+        agents.extend(sessions.into_iter().map(|session| Agent {
+            room: name.clone(),
+            branch: branch.clone(),
+            session,
+        }));
     }
     agents
         .sort_by(|a, b| (&a.room, a.session.label(), a.session.pid).cmp(&(&b.room, b.session.label(), b.session.pid)));
@@ -92,4 +109,152 @@ async fn ask(
         ),
     }
     serde_json::from_slice(&out).with_context(|| format!("{name} answered with something other than its agents"))
+}
+
+/// The branch checked out in the repository holding `folder`, read as git
+/// reads it: `.git/HEAD`, or for a worktree or submodule (whose `.git` is a
+/// file, `gitdir: PATH`, relative to the folder or absolute) `PATH/HEAD`.
+pub fn branch_of(folder: &Path) -> Option<String> {
+    let top = folder.ancestors().take(MAX_GIT_DEPTH).find(|dir| dir.join(".git").exists())?;
+    let dot_git = top.join(".git");
+    let git_dir = match dot_git.is_dir() {
+        true => dot_git,
+        false => gitdir_of(top, &std::fs::read_to_string(&dot_git).ok()?)?,
+    };
+    head_name(&std::fs::read_to_string(git_dir.join("HEAD")).ok()?)
+}
+
+/// The folder a `.git` file points to.
+fn gitdir_of(top: &Path, dot_git_file: &str) -> Option<PathBuf> {
+    let path = dot_git_file.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    (!path.is_empty()).then(|| top.join(path))
+}
+
+/// What HEAD names: a branch (`ref: refs/heads/NAME`), another ref as
+/// written, or a detached commit, shortened as git shows it.
+pub fn head_name(head: &str) -> Option<String> {
+    let head = head.trim();
+    if let Some(target) = head.strip_prefix("ref:") {
+        let target = target.trim();
+        return Some(target.strip_prefix("refs/heads/").unwrap_or(target).to_string()).filter(|t| !t.is_empty());
+    }
+    let is_commit = head.len() >= 7 && head.chars().all(|c| c.is_ascii_hexdigit());
+    is_commit.then(|| format!("(detached {})", &head[..7]))
+}
+
+/// The agent `wanted` names, as `workroom agents` prints them: a name, a
+/// session id or a pid, exactly, else a unique prefix of a name or id.
+pub fn find<'a>(agents: &'a [Agent], wanted: &str) -> Result<&'a Agent, String> {
+    let exact: Vec<&Agent> = agents
+        .iter()
+        .filter(|a| {
+            let s = &a.session;
+            s.name.as_deref() == Some(wanted) || s.session_id.as_deref() == Some(wanted) || s.pid.to_string() == wanted
+        })
+        .collect();
+    let matches = match exact.as_slice() {
+        [] => agents
+            .iter()
+            .filter(|a| {
+                let s = &a.session;
+                [&s.name, &s.session_id].into_iter().flatten().any(|n| n.starts_with(wanted))
+            })
+            .collect(),
+        _ => exact,
+    };
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("no agent {wanted:?} in this peer group; `workroom agents` lists them")),
+        several => Err(format!(
+            "{wanted:?} names {} agents: {}; give more of the name or the pid",
+            several.len(),
+            several
+                .iter()
+                .map(|a| format!("{} (pid {} in {})", a.session.label(), a.session.pid, a.room))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_names_a_branch_another_ref_or_a_detached_commit() {
+        assert_eq!(head_name("ref: refs/heads/main\n").as_deref(), Some("main"));
+        assert_eq!(head_name("ref: refs/heads/feature/a-b").as_deref(), Some("feature/a-b"));
+        assert_eq!(head_name("ref: refs/remotes/origin/x").as_deref(), Some("refs/remotes/origin/x"));
+        assert_eq!(head_name("0123456789abcdef0123456789abcdef01234567\n").as_deref(), Some("(detached 0123456)"));
+        assert_eq!(head_name("not a head"), None);
+        assert_eq!(head_name("ref: "), None);
+        assert_eq!(head_name(""), None);
+    }
+
+    #[test]
+    fn the_branch_is_read_from_a_checkout_a_worktrees_git_file_or_a_subfolder_and_missing_is_none() {
+        let root = tempfile::tempdir().unwrap();
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git/worktrees/feat")).unwrap();
+        std::fs::create_dir_all(repo.join("sub/dir")).unwrap();
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(branch_of(&repo).as_deref(), Some("main"));
+        assert_eq!(branch_of(&repo.join("sub/dir")).as_deref(), Some("main"), "a config in a subfolder");
+
+        // A worktree: `.git` is a file naming its folder in the main `.git`.
+        std::fs::write(repo.join(".git/worktrees/feat/HEAD"), "ref: refs/heads/feat\n").unwrap();
+        let absolute = root.path().join("feat-abs");
+        std::fs::create_dir_all(&absolute).unwrap();
+        std::fs::write(absolute.join(".git"), format!("gitdir: {}\n", repo.join(".git/worktrees/feat").display()))
+            .unwrap();
+        assert_eq!(branch_of(&absolute).as_deref(), Some("feat"));
+        let relative = root.path().join("feat-rel");
+        std::fs::create_dir_all(&relative).unwrap();
+        std::fs::write(relative.join(".git"), "gitdir: ../repo/.git/worktrees/feat\n").unwrap();
+        assert_eq!(branch_of(&relative).as_deref(), Some("feat"), "git 2.48's --relative-paths");
+
+        let detached = root.path().join("detached");
+        std::fs::create_dir_all(detached.join(".git")).unwrap();
+        std::fs::write(detached.join(".git/HEAD"), "89abcdef0123456789abcdef0123456789abcdef\n").unwrap();
+        assert_eq!(branch_of(&detached).as_deref(), Some("(detached 89abcde)"));
+
+        let nowhere = root.path().join("nowhere");
+        std::fs::create_dir_all(&nowhere).unwrap();
+        std::fs::write(nowhere.join(".git"), "gitdir: /no/such/folder\n").unwrap();
+        assert_eq!(branch_of(&nowhere), None, "a gitdir pointing nowhere");
+        assert_eq!(branch_of(Path::new("/no/such/workspace")), None);
+    }
+
+    fn agent(room: &str, pid: i32, name: Option<&str>, id: Option<&str>) -> Agent {
+        let session = Session {
+            pid,
+            name: name.map(str::to_string),
+            session_id: id.map(str::to_string),
+            cwd: None,
+            socket: String::new(),
+            started_at: None,
+            status: None,
+            pane: None,
+        };
+        Agent { room: room.into(), branch: None, session }
+    }
+
+    #[test]
+    fn an_agent_is_found_by_name_id_or_pid_or_a_unique_prefix() {
+        let all = [
+            agent("r1", 92, Some("proj-f6"), Some("25f3abcb")),
+            agent("r2", 140, Some("proj-a1"), Some("9c0d")),
+            agent("r2", 1400, None, Some("25f3ffff")),
+        ];
+        let pid = |wanted| find(&all, wanted).map(|a| a.session.pid);
+        assert_eq!(pid("proj-f6"), Ok(92));
+        assert_eq!(pid("9c0d"), Ok(140));
+        assert_eq!(pid("140"), Ok(140), "a pid exactly, not a prefix of 1400");
+        assert_eq!(pid("proj-a"), Ok(140));
+        let several = pid("25f3").unwrap_err();
+        assert!(several.contains("names 2 agents") && several.contains("pid 1400 in r2"), "{several}");
+        let none = pid("zed").unwrap_err();
+        assert!(none.contains("no agent \"zed\"") && none.contains("`workroom agents`"), "{none}");
+    }
 }

@@ -295,24 +295,90 @@ fn job_name(what: &str) -> String {
     format!("workroom-job-{what}-{}-{nanos:08x}", std::process::id())
 }
 
-/// The group's host registry folder, bound at `~/.claude`: made 0700 for
-/// the session user (a root workroom gives it to the room's ids; anyone else
-/// can only make it their own, which is the room's too when
-/// updateRemoteUserUID applies). Returns a warning when an existing folder
-/// belongs to someone else.
+/// The group's host registry folder, bound at `~/.claude`, and Codex's
+/// folder in it: made 0700 for the session user (a root workroom gives them
+/// to the room's ids; anyone else can only make them their own, which is
+/// the room's too when updateRemoteUserUID applies). Returns a warning when
+/// an existing registry belongs to someone else.
 fn ensure_registry(registry: &Path, ids: (u32, u32)) -> anyhow::Result<Option<String>> {
+    let warning = match registry.exists() {
+        true => registry_owner_warning(registry, ids.0),
+        false => {
+            make_private(registry, ids)?;
+            None
+        }
+    };
+    // Also for a group made before Codex had a folder in it. Codex refuses
+    // a `CODEX_HOME` that does not exist, so it is made before any room runs.
+    let codex = registry.join(peers::CODEX_IN_REGISTRY);
+    if warning.is_none() && !codex.exists() {
+        make_private(&codex, ids)?;
+    }
+    Ok(warning)
+}
+
+fn make_private(folder: &Path, ids: (u32, u32)) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    if registry.exists() {
-        return Ok(registry_owner_warning(registry, ids.0));
-    }
-    std::fs::create_dir_all(registry).with_context(|| format!("create the peer registry {}", registry.display()))?;
+    std::fs::create_dir_all(folder).with_context(|| format!("create the peer group's folder {}", folder.display()))?;
     if nix::unistd::getuid().is_root() {
-        std::os::unix::fs::chown(registry, Some(ids.0), Some(ids.1))
-            .with_context(|| format!("give {} to {}:{}", registry.display(), ids.0, ids.1))?;
+        std::os::unix::fs::chown(folder, Some(ids.0), Some(ids.1))
+            .with_context(|| format!("give {} to {}:{}", folder.display(), ids.0, ids.1))?;
     }
-    std::fs::set_permissions(registry, std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("chmod 700 {}", registry.display()))?;
-    Ok(None)
+    std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("chmod 700 {}", folder.display()))?;
+    Ok(())
+}
+
+/// A room made before its peer group kept Claude Code's state (no
+/// `CLAUDE_CONFIG_DIR`): its `~/.claude.json` is copied into the group's
+/// folder when the group has none yet, and the line says that `up
+/// --recreate` makes the room use it; otherwise the line says how.
+/// Decided from the inspect first (`plan::peers::state_move`): a room that
+/// needs nothing costs no engine call, and only the copy reads the room.
+pub async fn move_agent_state(
+    engine: &Engine,
+    c: &bollard::models::ContainerInspectResponse,
+    room: &str,
+    user_sets_config: bool,
+) -> Option<String> {
+    let facts = peers::RoomPeerFacts::of(c);
+    let env = super::container_env(c);
+    let (from, to) = match peers::state_move(room, &env, user_sets_config, facts.registry.as_ref(), |p| p.exists()) {
+        peers::StateMove::Nothing => return None,
+        peers::StateMove::Say(line) => return Some(line),
+        peers::StateMove::Copy { from, to } => (from, to),
+    };
+    let uid = facts.uid?;
+    let me = nix::unistd::getuid();
+    let by_hand = |why: &str| {
+        format!(
+            "{room} keeps Claude Code's state in {from}, apart from its peer group's ({why}); copy it into ~/{} in              the room, then `workroom up --recreate` makes {room} use it",
+            peers::REGISTRY_IN_HOME
+        )
+    };
+    // Written on the host as the group's uid would write it: a root
+    // workroom gives the file away, anyone else writes it as themselves,
+    // which is only right when they are the group's uid.
+    if !me.is_root() && me.as_raw() != uid {
+        return Some(by_hand(&format!("its group's folder is uid {uid}'s, not this user's")));
+    }
+    let id = c.id.as_deref().unwrap_or(room);
+    let bytes = match engine.read_file(id, &from).await {
+        Ok(Some(bytes)) => bytes,
+        // Never onboarded here: nothing to keep, nothing to say.
+        Ok(None) => return None,
+        Err(e) => return Some(by_hand(&format!("reading it failed: {e}"))),
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let written = workroomd::atomic::write_with_permissions(&to, &bytes, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| match me.is_root() {
+            true => std::os::unix::fs::chown(&to, Some(uid), None),
+            false => Ok(()),
+        });
+    Some(match written {
+        Ok(()) => peers::state_copied(room, &from, &to),
+        Err(e) => by_hand(&format!("writing {} failed: {e}", to.display())),
+    })
 }
 
 /// Said while the registry folder belongs to another uid than the room's

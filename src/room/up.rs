@@ -145,6 +145,13 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         for w in standing_warnings(&container, &name, wants, scope.as_deref()) {
             eprintln!("warning: {w}");
         }
+        // A room from before the group kept agent state: decided from the
+        // inspect; the room is read only when its state is to be copied.
+        let made = metadata::of_container(loaded, &name, label(&container, labels::METADATA));
+        let own_config = made.merged.remote_env.iter().any(|(k, _)| k == peer_plan::CLAUDE_CONFIG_ENV);
+        if let Some(line) = peers::move_agent_state(engine, &container, &name, own_config).await {
+            eprintln!("note: {line}");
+        }
     }
     let made_nested = label(&container, crate::plan::nested::NESTED_LABEL);
     let nested = made_nested == Some("1");

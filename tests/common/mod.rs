@@ -3,6 +3,7 @@
 //! against the real engine, and removed on drop.
 #![allow(dead_code)]
 
+pub mod claude;
 pub mod ssh_agent;
 
 use std::path::{Path, PathBuf};

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 pub const SOCKS_DIR: &str = "/tmp/cc-socks";
 /// The registry's folder of entries, in the folder bound at `~/.claude`.
 pub const SESSIONS_DIR: &str = "sessions";
+/// In the environment of every process of a pane of ours: the pane's name,
+/// so `workroomd agents` can tell which pane holds a session.
+pub const PANE_ENV: &str = "WORKROOM_PANE";
 
 /// One registered session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,8 +30,16 @@ pub struct Session {
     pub cwd: Option<String>,
     /// Its inbox socket: the entry's `socket`, else `<SOCKS_DIR>/<pid>.sock`.
     pub socket: String,
+    /// Milliseconds since the epoch: the entry's, else the process's start.
     #[serde(default, rename = "startedAt", skip_serializing_if = "Option::is_none")]
     pub started_at: Option<u64>,
+    /// What the CLI says it does (Claude Code: `idle`, `busy`, `waiting`),
+    /// passed through as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The pane of ours it runs in, found by the daemon's `agents` job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
 }
 
 /// An entry as an agent CLI wrote it.
@@ -43,8 +54,13 @@ struct Written {
     cwd: Option<serde_json::Value>,
     #[serde(default)]
     socket: Option<serde_json::Value>,
+    /// Claude Code 2.1's name for its inbox.
+    #[serde(default, rename = "messagingSocketPath")]
+    messaging_socket_path: Option<serde_json::Value>,
     #[serde(default, rename = "startedAt")]
     started_at: Option<serde_json::Value>,
+    #[serde(default)]
+    status: Option<serde_json::Value>,
 }
 
 /// A registry entry's session; `None` for anything that is not one (a
@@ -58,8 +74,12 @@ pub fn parse_entry(bytes: &[u8]) -> Option<Session> {
         name: text(w.name),
         session_id: text(w.session_id),
         cwd: text(w.cwd),
-        socket: text(w.socket).unwrap_or_else(|| format!("{SOCKS_DIR}/{pid}.sock")),
+        socket: text(w.socket)
+            .or_else(|| text(w.messaging_socket_path))
+            .unwrap_or_else(|| format!("{SOCKS_DIR}/{pid}.sock")),
         started_at: w.started_at.and_then(|v| v.as_u64()),
+        status: text(w.status),
+        pane: None,
     })
 }
 
@@ -84,6 +104,21 @@ mod tests {
         let claude = br#"{"pid": 77, "sessionId": "5f1c-aa", "cwd": "/workspaces/app", "startedAt": 1}"#;
         let s = parse_entry(claude).unwrap();
         assert_eq!((s.label(), s.socket.as_str()), ("5f1c-aa", "/tmp/cc-socks/77.sock"), "the socket by its pid");
+        assert_eq!(s.status, None, "no status written: none claimed");
+    }
+
+    #[test]
+    fn claude_code_2_1s_entry_gives_its_name_socket_and_status_as_written() {
+        // As Claude Code 2.1.332 writes `sessions/<pid>.json` (trimmed).
+        let real = br#"{"pid":92,"sessionId":"25f3abcb-e01a","cwd":"/home/dev/proj","startedAt":1796275824871,
+            "procStart":"313903","version":"2.1.332","kind":"interactive",
+            "messagingSocketPath":"/tmp/cc-socks-1000/92.sock","name":"proj-f6","nameSource":"derived",
+            "status":"idle","updatedAt":1796275824701,"statusUpdatedAt":1796275824701}"#;
+        let s = parse_entry(real).unwrap();
+        assert_eq!((s.label(), s.socket.as_str()), ("proj-f6", "/tmp/cc-socks-1000/92.sock"));
+        assert_eq!(s.status.as_deref(), Some("idle"));
+        let waiting = parse_entry(br#"{"pid": 5, "status": "waiting", "waitingFor": "permission"}"#).unwrap();
+        assert_eq!(waiting.status.as_deref(), Some("waiting"), "passed through, whatever the word");
     }
 
     #[test]

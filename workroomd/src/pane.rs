@@ -58,8 +58,8 @@ const INPUT_QUEUE: usize = 64;
 /// hand-off whose shell ended during the exec).
 const EXIT_POLL: Duration = Duration::from_millis(500);
 
-/// The variable naming the pane in every pane program's environment.
-pub const PANE_ENV: &str = "WORKROOM_PANE";
+// Set in every pane's environment; `workroomd::agents` names it.
+use workroomd::agents::PANE_ENV;
 
 pub const DEFAULT_ROWS: u16 = 24;
 pub const DEFAULT_COLS: u16 = 80;
