@@ -173,7 +173,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
 /// --background` say it.
 pub fn print_started(status: &Status) {
     for f in &status.forwards {
-        eprintln!("{}: {} {}", status.room, f.forward, f.state);
+        eprintln!("{}: {} {}", status.room, f.forward, f.shown());
     }
     if status.ssh_agent {
         eprintln!("{}: ssh-agent forwarded", status.room);

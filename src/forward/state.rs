@@ -18,8 +18,22 @@ use std::path::PathBuf;
 pub struct ForwardState {
     #[serde(flatten)]
     pub forward: Forward,
-    /// `listening`, or why not (`port 8080 is taken on the host`).
+    /// `listening`, or why not (`cannot listen on 127.0.0.1:80: ...`).
     pub state: String,
+    /// The host port asked for, when it was taken and the forward moved to
+    /// `forward.host_port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_port: Option<u16>,
+}
+
+impl ForwardState {
+    /// The state as `ports` and `up` say it, with the port it moved from.
+    pub fn shown(&self) -> String {
+        match self.asked_port {
+            Some(asked) => format!("{} (port {asked} is taken on the host)", self.state),
+            None => self.state.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
