@@ -252,7 +252,7 @@ pub async fn down_worktree(folder: &std::path::Path, name: &str, force: bool, vo
         .ok_or_else(|| WorktreeError::NoWorktree { name: name.to_string(), path: place.display().to_string() })?;
     if !force {
         let facts = worktree::removal_facts(&listed)?;
-        if let Some(why) = crate::plan::worktree::refusal(&place, &facts) {
+        if let Some(why) = crate::plan::worktree::refusal(&place, name, &facts) {
             return Err(WorktreeError::Refused(why).into());
         }
     }

@@ -126,7 +126,7 @@ pub enum Unpushed {
 
 /// Why `down --worktree` keeps the worktree, or `None` when nothing would be
 /// lost. Every reason is said, so one `--force` is decided knowingly.
-pub fn refusal(path: &Path, facts: &RemovalFacts) -> Option<String> {
+pub fn refusal(path: &Path, name: &str, facts: &RemovalFacts) -> Option<String> {
     let mut reasons = Vec::new();
     let changed: Vec<&str> = facts.status.lines().filter(|l| l.len() > 3).map(|l| &l[3..]).collect();
     if !changed.is_empty() {
@@ -151,7 +151,8 @@ pub fn refusal(path: &Path, facts: &RemovalFacts) -> Option<String> {
         return None;
     }
     Some(format!(
-        "the worktree {} has {}; commit and push, or `workroom down --worktree NAME --force` removes it anyway",
+        "the worktree {} has {}; commit and push, or `workroom down --worktree {name} --force` removes it \
+         anyway (its branch is kept)",
         path.display(),
         reasons.join(" and ")
     ))
@@ -326,23 +327,26 @@ mod tests {
     #[test]
     fn down_refuses_a_worktree_with_uncommitted_or_unpushed_work_and_says_why() {
         let p = Path::new("/w/x");
-        assert_eq!(refusal(p, &facts("", Unpushed::OnlyHere { count: 0 })), None);
+        assert_eq!(refusal(p, "x", &facts("", Unpushed::OnlyHere { count: 0 })), None);
         let up = |count| Unpushed::PastUpstream { upstream: "origin/x".into(), count };
-        assert_eq!(refusal(p, &facts("", up(0))), None);
+        assert_eq!(refusal(p, "x", &facts("", up(0))), None);
 
-        let dirty = refusal(p, &facts(" M src/a.rs\n?? new.txt\n", Unpushed::OnlyHere { count: 0 })).unwrap();
+        let dirty = refusal(p, "x", &facts(" M src/a.rs\n?? new.txt\n", Unpushed::OnlyHere { count: 0 })).unwrap();
         assert!(dirty.starts_with("the worktree /w/x has uncommitted changes (src/a.rs, new.txt);"), "{dirty}");
-        assert!(dirty.ends_with("--force` removes it anyway"), "{dirty}");
+        assert!(
+            dirty.ends_with("`workroom down --worktree x --force` removes it anyway (its branch is kept)"),
+            "{dirty}"
+        );
 
-        let many = refusal(p, &facts("?? a\n?? b\n?? c\n?? d\n?? e\n", up(0))).unwrap();
+        let many = refusal(p, "x", &facts("?? a\n?? b\n?? c\n?? d\n?? e\n", up(0))).unwrap();
         assert!(many.contains("(a, b, c and 2 more)"), "{many}");
 
-        let ahead = refusal(p, &facts("", up(2))).unwrap();
+        let ahead = refusal(p, "x", &facts("", up(2))).unwrap();
         assert!(ahead.contains("has 2 commits not pushed to origin/x;"), "{ahead}");
-        let alone = refusal(p, &facts("", Unpushed::OnlyHere { count: 1 })).unwrap();
+        let alone = refusal(p, "x", &facts("", Unpushed::OnlyHere { count: 1 })).unwrap();
         assert!(alone.contains("has 1 commit on no other branch and no upstream;"), "{alone}");
 
-        let both = refusal(p, &facts(" D gone\n", up(1))).unwrap();
+        let both = refusal(p, "x", &facts(" D gone\n", up(1))).unwrap();
         assert!(both.contains("uncommitted changes (gone) and 1 commit not pushed"), "{both}");
     }
 
