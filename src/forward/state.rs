@@ -135,6 +135,25 @@ pub fn stop_background(room: &str) -> bool {
     true
 }
 
+/// [`stop_background`], returning once the forwarder is gone: one started
+/// next for the room (`up` after a restart) would otherwise find its ports
+/// still held and move them. Async: `up` may hold a daemon link on this
+/// thread, whose frames must keep flowing meanwhile.
+pub async fn end_background(room: &str) {
+    let pid = background_pid(room);
+    stop_background(room);
+    let Some(pid) = pid else { return };
+    let deadline = std::time::Instant::now() + FORWARDER_EXIT_WAIT;
+    while is_forwarder(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// How long [`end_background`] waits: a forwarder ends on SIGTERM at once
+/// (its listeners go with the process); past this it is stuck, and the next
+/// forwarder moves the ports it still holds.
+const FORWARDER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub fn remove_own(room: &str, pid: u32, background: bool) {
     let _ = std::fs::remove_file(status_file(room, pid));
     if background && std::fs::read_to_string(pid_file(room)).is_ok_and(|p| p.trim() == pid.to_string()) {
