@@ -22,6 +22,7 @@
 //! mode = "bridge"                             # or "host": the room on the host's network
 //!
 //! workspace = "auto"                         # or "volume": the workspace uploaded into a volume; "bind": never
+//! worktrees = "../{repo}.worktrees"          # where `up --worktree NAME` puts NAME (relative: to the main checkout)
 //!
 //! [panes]
 //! history_lines = 10000                       # lines each pane keeps above its screen
@@ -69,6 +70,7 @@ pub struct SettingsFile {
     pub peer_group: Option<String>,
     pub peer_registry: Option<PathBuf>,
     pub workspace: Option<WorkspaceMode>,
+    pub worktrees: Option<PathBuf>,
     #[serde(default)]
     pub forward: ForwardFile,
     #[serde(default)]
@@ -169,6 +171,10 @@ pub struct Settings {
     pub history_bytes: Option<u64>,
     /// How a new room gets the workspace.
     pub workspace: WorkspaceMode,
+    /// The folder `up --worktree NAME` makes NAME in (`~` expanded; `{repo}`
+    /// and a relative path are the worktree module's to resolve, against the
+    /// main checkout). `None`: beside the repository.
+    pub worktrees: Option<PathBuf>,
 }
 
 impl Settings {
@@ -243,6 +249,7 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         history_lines: project.panes.history_lines.or(user.panes.history_lines),
         history_bytes: project.panes.history_bytes.or(user.panes.history_bytes),
         workspace: flags.workspace.or(project.workspace).or(user.workspace).unwrap_or_default(),
+        worktrees: project.worktrees.clone().or_else(|| user.worktrees.clone()),
     }
 }
 
@@ -342,6 +349,7 @@ pub fn load_with(
         // workroom happened to be run from.
         settings.peer_registry = workspace_folder.join(&settings.peer_registry);
     }
+    settings.worktrees = settings.worktrees.map(|w| expand_home(&w, env("HOME").as_deref()));
     Ok(settings)
 }
 
@@ -416,6 +424,19 @@ mod tests {
         assert_eq!(merge(&none, &none, Flags::default(), r()).workspace, WorkspaceMode::Auto);
         let err = parse("workspace = \"nfs\"\n", Path::new("p")).unwrap_err().to_string();
         assert!(err.starts_with("p: unknown variant `nfs`"), "{err}");
+    }
+
+    #[test]
+    fn the_worktrees_folder_is_the_projects_then_the_users_then_beside_the_repository() {
+        let user = parse("worktrees = \"~/wt/{repo}\"\n", Path::new("u")).unwrap();
+        let project = parse("worktrees = \".worktrees\"\n", Path::new("p")).unwrap();
+        let none = SettingsFile::default();
+        let r = || PathBuf::from("/r");
+        let merged = |u: &SettingsFile, p: &SettingsFile| merge(u, p, Flags::default(), r()).worktrees;
+        assert_eq!(merged(&user, &project), Some(PathBuf::from(".worktrees")));
+        assert_eq!(merged(&user, &none), Some(PathBuf::from("~/wt/{repo}")));
+        assert_eq!(merged(&none, &none), None);
+        assert!(parse("worktree = \"x\"\n", Path::new("p")).is_err());
     }
 
     #[test]

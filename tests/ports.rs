@@ -330,16 +330,26 @@ fn a_refused_target_closes_the_client_connection_and_says_why_in_the_log() {
 }
 
 #[test]
-fn a_host_port_already_taken_is_reported_and_the_other_ports_are_still_forwarded() {
+fn a_host_port_already_taken_moves_to_a_free_one_which_ports_says_and_the_other_ports_stay() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_port = taken.local_addr().unwrap().port();
     let free = free_port();
     let room = Room::new(serde_json::json!({ "image": DEBIAN, "forwardPorts": [taken_port, free] }));
     let out = room.workroom(&["up"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains(&format!("port {taken_port} is taken on the host")), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("(port {taken_port} is taken on the host)")), "{}", stderr(&out));
     let ports = room.ports();
-    assert!(ports.contains(&format!("port {taken_port} is taken on the host")), "{ports}");
+    assert!(ports.contains(&format!("listening (port {taken_port} is taken on the host)")), "{ports}");
+    // The moved forward, as `ports --json` records it: another host port, the same target.
+    let mut cmd = Command::new(workroom_bin());
+    let listed: serde_json::Value =
+        serde_json::from_slice(&room.env(cmd.args(["ports", "--json"])).output().unwrap().stdout).unwrap();
+    let forwards = listed[0]["forwards"].as_array().unwrap_or_else(|| panic!("{listed}"));
+    let moved = forwards.iter().find(|f| f["asked_port"] == taken_port).unwrap_or_else(|| panic!("{listed}"));
+    let moved_to = moved["host_port"].as_u64().unwrap() as u16;
+    assert!(moved_to != taken_port && moved["target_port"] == taken_port, "{moved}");
+    room.start_echo(taken_port);
+    assert_eq!(echo_round(moved_to, b"moved"), b"moved");
     room.start_echo(free);
     assert_eq!(echo_round(free, b"still forwarded"), b"still forwarded");
     drop(taken);
@@ -425,7 +435,7 @@ fn forwarded_throughput_against_a_direct_connection_to_the_container() {
 }
 
 #[test]
-fn a_host_port_taken_for_the_only_forwarded_port_is_a_warning_and_the_hooks_still_run() {
+fn a_host_port_taken_for_the_only_forwarded_port_moves_and_the_hooks_still_run() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_port = taken.local_addr().unwrap().port();
     let room = Room::new(serde_json::json!({

@@ -98,7 +98,7 @@ pub async fn ports(room: Option<&str>, as_json: bool) -> anyhow::Result<i32> {
                 format!("{}:{}", f.forward.target_host, f.forward.target_port),
                 f.forward.label.as_deref().unwrap_or("-"),
                 s.pid,
-                f.state,
+                f.shown(),
             ));
         }
         for (on, what) in [(s.ssh_agent, "ssh-agent"), (s.git_credentials, "git credentials")] {

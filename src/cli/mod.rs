@@ -102,6 +102,28 @@ impl PeerArgs {
     }
 }
 
+/// `up --worktree NAME [--branch B] [--from REF]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorktreeArgs {
+    /// Make the git worktree NAME of the repository of the workspace folder
+    /// (or reuse the one there) and bring its room up. It goes in
+    /// `<repo>.worktrees/NAME` beside the main checkout, or where the
+    /// `worktrees` setting says. Needs git on the host.
+    #[arg(long, value_name = "NAME", value_parser = worktree_name)]
+    pub worktree: Option<String>,
+    /// The worktree's branch (default NAME); an existing branch is checked
+    /// out, a new one made from --from.
+    #[arg(long, value_name = "BRANCH", requires = "worktree")]
+    pub branch: Option<String>,
+    /// Where a new branch starts (default: HEAD of the checkout this runs in).
+    #[arg(long, value_name = "REF", requires = "worktree")]
+    pub from: Option<String>,
+}
+
+fn worktree_name(name: &str) -> Result<String, String> {
+    crate::plan::worktree::check_name(name).map(|()| name.to_string())
+}
+
 fn peer_group(name: &str) -> Result<String, String> {
     crate::settings::check_peer_group(name).map(|()| name.to_string())
 }
@@ -149,6 +171,8 @@ pub enum Cmd {
         /// Default: `workspace` in .workroom.toml, else config.toml, else auto.
         #[arg(long = "workspace", value_name = "MODE")]
         workspace_mode: Option<crate::settings::WorkspaceMode>,
+        #[command(flatten)]
+        worktree: WorktreeArgs,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -277,7 +301,8 @@ pub enum Cmd {
         #[arg(long, value_name = "KEYS")]
         detach_keys: Option<String>,
     },
-    /// List rooms: name, state, image, age, workspace.
+    /// List rooms: name, state, image, age, branch, workspace; a repository's
+    /// rooms (its worktrees' too) together under its main checkout.
     List {
         #[arg(long)]
         json: bool,
@@ -295,6 +320,7 @@ pub enum Cmd {
         workspace_folder: PathBuf,
     },
     /// Remove a room (its panes and container; the workspace is untouched).
+    /// With --worktree NAME, then the worktree too (its branch is kept).
     Down {
         name: Option<String>,
         #[arg(long, conflicts_with = "name")]
@@ -302,6 +328,14 @@ pub enum Cmd {
         /// Also remove the room's anonymous volumes.
         #[arg(long)]
         volumes: bool,
+        /// Remove the room of the worktree NAME (as `up --worktree NAME` made
+        /// it), then the worktree; refused when it has uncommitted changes or
+        /// commits on no other branch or upstream.
+        #[arg(long, value_name = "NAME", value_parser = worktree_name, conflicts_with_all = ["name", "all"])]
+        worktree: Option<String>,
+        /// Remove the worktree even with uncommitted or unpushed work.
+        #[arg(long, requires = "worktree")]
+        force: bool,
         #[arg(long, value_name = "DIR", default_value = ".")]
         workspace_folder: PathBuf,
     },
@@ -386,6 +420,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 frozen_lockfile,
                 no_lockfile,
                 workspace_mode,
+                worktree,
             } => {
                 use crate::features::LockMode;
                 let lock = match (frozen_lockfile, no_lockfile) {
@@ -395,7 +430,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 };
                 let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
                 let settings = crate::settings::Flags { workspace: workspace_mode, ..peer.flags() };
-                up_cmd::run(&workspace, flags, settings, json).await
+                up_cmd::run(&workspace, worktree, flags, settings, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command).await,
             Cmd::Shell { room, pane, detach_keys, detach: false, .. } => {
@@ -418,7 +453,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Cmd::Agents { room, json } => agents_cmd::run(&room, json).await,
             Cmd::Attach { room, agent, detach_keys } => agents_cmd::attach(&room, &agent, detach_keys.as_deref()).await,
             Cmd::Stop { name, all, workspace_folder } => rooms::stop(name.as_deref(), all, &workspace_folder).await,
-            Cmd::Down { name, all, volumes, workspace_folder } => {
+            // clap refuses a NAME or --all beside --worktree.
+            Cmd::Down { volumes, worktree: Some(worktree), force, workspace_folder, .. } => {
+                rooms::down_worktree(&workspace_folder, &worktree, force, volumes).await
+            }
+            Cmd::Down { name, all, volumes, worktree: None, workspace_folder, .. } => {
                 rooms::down(name.as_deref(), all, &workspace_folder, volumes).await
             }
             Cmd::Forward { workspace, background, detached, args } => {

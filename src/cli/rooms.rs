@@ -4,11 +4,13 @@
 use crate::engine::Engine;
 use crate::output;
 use crate::plan::platform;
+use crate::plan::worktree::{self, Checkout};
 use crate::plan::{labels, peers};
 use crate::room;
 use anyhow::bail;
 use bollard::models::ContainerSummary;
 use serde_json::json;
+use std::path::Path;
 use std::time::Duration;
 
 /// Grace before `stop` kills: the daemon ends its panes' shells with SIGHUP
@@ -48,10 +50,22 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
     // swept by `stop --all`.
     rooms.retain(|c| all || !peers::is_anchor(c.labels.as_ref()));
     rooms.sort_by_key(name);
+    // Each room's repository and branch, read from its folder on this host;
+    // a repository's rooms (its worktrees' too) then stand together.
+    let rooms: Vec<(ContainerSummary, Option<Checkout>)> = rooms
+        .into_iter()
+        .map(|c| {
+            let folder = label(&c, labels::LOCAL_FOLDER);
+            let checkout = (!folder.is_empty()).then(|| room::worktree::checkout_of(Path::new(folder))).flatten();
+            (c, checkout)
+        })
+        .collect();
+    let groups =
+        worktree::grouped(rooms.into_iter().map(|(c, k)| (k.as_ref().map(|k| k.repository.clone()), (c, k))).collect());
     // The image's program (overrideCommand: false) of each running room that
     // has one: a link each, paid only by such rooms.
     let mut programs = std::collections::HashMap::new();
-    for c in &rooms {
+    for (c, _) in groups.iter().flat_map(|(_, members)| members) {
         let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
         let words: Vec<&str> = c.command.as_deref().unwrap_or("").split(' ').collect();
         if running && room::program::has_program(&words) {
@@ -61,15 +75,18 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
         }
     }
     if as_json {
-        let items: Vec<_> = rooms
+        let items: Vec<_> = groups
             .iter()
-            .map(|c| {
+            .flat_map(|(_, members)| members)
+            .map(|(c, checkout)| {
                 let mut item = json!({
                     "name": name(c),
                     "id": c.id,
                     "state": c.state.map(|s| s.to_string()),
                     "image": c.image,
                     "workspace": label(c, labels::LOCAL_FOLDER),
+                    "repository": checkout.as_ref().map(|k| &k.repository),
+                    "branch": checkout.as_ref().and_then(|k| k.head.branch()),
                     "compose_project": room::compose::project_of(c),
                     "platform": platform(c),
                     "created": c.created,
@@ -89,9 +106,10 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if all {
-        let rows: Vec<Vec<String>> = rooms
+        let rows: Vec<Vec<String>> = groups
             .iter()
-            .map(|c| {
+            .flat_map(|(_, members)| members)
+            .map(|(c, _)| {
                 vec![
                     name(c),
                     c.state.map(|s| s.to_string()).unwrap_or_default(),
@@ -105,16 +123,17 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     // The compose project is a column only when a compose room is listed.
-    let compose = rooms.iter().any(|c| room::compose::project_of(c).is_some());
-    let rows: Vec<Vec<String>> = rooms
-        .iter()
-        .map(|c| {
+    let members = || groups.iter().flat_map(|(_, members)| members);
+    let compose = members().any(|(c, _)| room::compose::project_of(c).is_some());
+    let rows: Vec<Vec<String>> = members()
+        .map(|(c, checkout)| {
             let mut row = vec![
                 name(c),
                 c.state.map(|s| s.to_string()).unwrap_or_default(),
                 c.image.clone().unwrap_or_default(),
                 platform(c).to_string(),
                 age(c.created),
+                checkout.as_ref().map_or_else(|| "-".to_string(), |k| k.head.shown()),
                 label(c, labels::LOCAL_FOLDER).to_string(),
             ];
             if compose {
@@ -123,12 +142,35 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
             row
         })
         .collect();
-    // The image's program (overrideCommand: false) gets a line under its room.
+    // Above each repository's rooms its main checkout, when any room is in
+    // one; the image's program (overrideCommand: false) under its room.
+    let headed = groups.iter().any(|(repository, _)| repository.is_some());
+    let mut above = Vec::new();
+    for (repository, members) in &groups {
+        for (i, (c, _)) in members.iter().enumerate() {
+            let heading = match repository {
+                _ if i > 0 || !headed => None,
+                Some(r) => Some(format!("repository {}", r.display())),
+                None => Some("not in a repository".to_string()),
+            };
+            above.push((heading, programs.get(&name(c))));
+        }
+    }
     let mut out = String::new();
-    for (line, c) in format_list(&rows).lines().zip(std::iter::once(None).chain(rooms.iter().map(Some))) {
+    let table = format_list(&rows);
+    let mut lines = table.lines();
+    if let Some(header) = lines.next() {
+        out.push_str(header);
+        out.push('\n');
+    }
+    for (line, (heading, program)) in lines.zip(above) {
+        if let Some(heading) = heading {
+            out.push_str(&heading);
+            out.push('\n');
+        }
         out.push_str(line);
         out.push('\n');
-        if let Some(program) = c.and_then(|c| programs.get(&name(c))) {
+        if let Some(program) = program {
             out.push_str(&format!("  the image's program {program}\n"));
         }
     }
@@ -136,11 +178,11 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The table `workroom list` prints: name, state, image, platform, age, workspace,
-/// and the compose project when the rows have one more cell.
+/// The table `workroom list` prints: name, state, image, platform, age,
+/// branch, workspace, and the compose project when the rows have one more cell.
 fn format_list(rows: &[Vec<String>]) -> String {
-    const HEADERS: [&str; 7] = ["NAME", "STATE", "IMAGE", "PLATFORM", "AGE", "WORKSPACE", "PROJECT"];
-    let width = rows.first().map_or(6, Vec::len).clamp(6, HEADERS.len());
+    const HEADERS: [&str; 8] = ["NAME", "STATE", "IMAGE", "PLATFORM", "AGE", "BRANCH", "WORKSPACE", "PROJECT"];
+    let width = rows.first().map_or(7, Vec::len).clamp(7, HEADERS.len());
     output::table(&HEADERS[..width], rows)
 }
 
@@ -191,34 +233,76 @@ pub async fn stop(name_arg: Option<&str>, all: bool, folder: &std::path::Path) -
 pub async fn down(name_arg: Option<&str>, all: bool, folder: &std::path::Path, volumes: bool) -> anyhow::Result<i32> {
     let engine = Engine::connect().await?;
     for c in targets(&engine, name_arg, all, folder).await? {
-        let n = name(&c);
-        crate::forward::state::stop_background(&n);
-        // A compose room with `shutdownAction: stopCompose` removes its project.
-        let project = room::compose::down(&engine, &c, volumes).await?;
-        if !project {
-            engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
-        }
-        // The workspace volume is the room's truth on an engine that cannot
-        // see the folder: kept unless asked, so `up` finds it again.
-        if let Some(volume) = crate::plan::workspace::Decision::of_labels(c.labels.as_ref()).volume {
-            if volumes {
-                engine.remove_volume(&volume).await?;
-                room::sync::forget(&n);
-                eprintln!("removed the workspace volume {volume}");
-            } else {
-                eprintln!("kept the workspace volume {volume} (`workroom down --volumes` removes it)");
-            }
-        }
-        if let Some(id) = &c.id {
-            room::ready::forget(id);
-            room::notes::forget(id);
-        }
-        match room::compose::project_of(&c).filter(|_| project) {
-            Some(p) => eprintln!("removed {n} and compose project {p}"),
-            None => eprintln!("removed {n}"),
-        }
+        remove_room(&engine, &c, volumes).await?;
     }
     Ok(0)
+}
+
+/// `down --worktree NAME`: the room of the worktree NAME, then the worktree.
+/// Everything that would refuse is checked before anything is removed, so
+/// a refusal leaves both as they were. The branch is kept.
+pub async fn down_worktree(folder: &std::path::Path, name: &str, force: bool, volumes: bool) -> anyhow::Result<i32> {
+    use room::worktree::{self, Repository, WorktreeError};
+    let repo = Repository::of(folder)?;
+    let settings = crate::settings::load(&repo.current, crate::settings::Flags::default())?;
+    let place = repo.place(settings.worktrees.as_deref(), name);
+    let listed = repo
+        .listed(&place)
+        .cloned()
+        .ok_or_else(|| WorktreeError::NoWorktree { name: name.to_string(), path: place.display().to_string() })?;
+    if !force {
+        let facts = worktree::removal_facts(&listed)?;
+        if let Some(why) = crate::plan::worktree::refusal(&place, name, &facts) {
+            return Err(WorktreeError::Refused(why).into());
+        }
+    }
+    let engine = Engine::connect().await?;
+    let mut rooms = room::find_by_folder(&engine, &place).await?;
+    rooms.retain(|c| !peers::is_anchor(c.labels.as_ref()));
+    for c in &rooms {
+        remove_room(&engine, c, volumes).await?;
+    }
+    worktree::remove(&repo, &place, force)?;
+    match &listed.branch {
+        Some(branch) => eprintln!(
+            "removed the worktree {}; the branch {branch} is kept (`git branch -D {branch}` deletes it)",
+            place.display()
+        ),
+        None => eprintln!("removed the worktree {}", place.display()),
+    }
+    Ok(0)
+}
+
+/// Removes one room: its forwarder, its container (or compose project, by
+/// its `shutdownAction`), its workspace volume when asked, its notes.
+async fn remove_room(engine: &Engine, c: &ContainerSummary, volumes: bool) -> anyhow::Result<()> {
+    let n = name(c);
+    crate::forward::state::stop_background(&n);
+    // A compose room with `shutdownAction: stopCompose` removes its project.
+    let project = room::compose::down(engine, c, volumes).await?;
+    if !project {
+        engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
+    }
+    // The workspace volume is the room's truth on an engine that cannot
+    // see the folder: kept unless asked, so `up` finds it again.
+    if let Some(volume) = crate::plan::workspace::Decision::of_labels(c.labels.as_ref()).volume {
+        if volumes {
+            engine.remove_volume(&volume).await?;
+            room::sync::forget(&n);
+            eprintln!("removed the workspace volume {volume}");
+        } else {
+            eprintln!("kept the workspace volume {volume} (`workroom down --volumes` removes it)");
+        }
+    }
+    if let Some(id) = &c.id {
+        room::ready::forget(id);
+        room::notes::forget(id);
+    }
+    match room::compose::project_of(c).filter(|_| project) {
+        Some(p) => eprintln!("removed {n} and compose project {p}"),
+        None => eprintln!("removed {n}"),
+    }
+    Ok(())
 }
 
 pub async fn logs(name_arg: Option<&str>, folder: &std::path::Path, follow: bool) -> anyhow::Result<i32> {
@@ -247,7 +331,8 @@ mod tests {
     fn list_columns_stay_aligned_when_a_room_name_is_longer_than_the_column() {
         let long = format!("workroom-{}-1a2b3c4d", "a-very-long-workspace-folder-name-indeed");
         let row = |n: &str, image: &str| {
-            vec![n.to_string(), "running".into(), image.to_string(), "linux/amd64".into(), "5m".into(), "/src/x".into()]
+            let cells = [n, "running", image, "linux/amd64", "5m", "feat-a", "/src/x"];
+            cells.map(str::to_string).to_vec()
         };
         let rows = vec![
             row(&long, "workroom-fixture/busybox:1"),
@@ -258,7 +343,7 @@ mod tests {
         // Where each header word starts: every row has a cell starting there.
         let header = lines[0].as_bytes();
         let starts: Vec<usize> = (1..header.len()).filter(|&i| header[i - 1] == b' ' && header[i] != b' ').collect();
-        assert_eq!(starts.len(), 5, "{text}");
+        assert_eq!(starts.len(), 6, "{text}");
         for at in starts {
             for line in &lines[1..] {
                 let line = line.as_bytes();

@@ -1,28 +1,49 @@
 //! `workroom up`: the room of a workspace, made or found, started and ready.
 //! `--json` prints the reference CLI's result shape, errors included.
+//! `--worktree NAME` first makes (or finds) the git worktree NAME and then
+//! brings up the room of that folder, as `up` run there would.
 
-use super::{print_warnings, WorkspaceArgs};
+use super::{print_warnings, WorkspaceArgs, WorktreeArgs};
 use crate::engine::Engine;
 use crate::output;
 use crate::room::resolve::UpFlags;
 use crate::room::up;
+use crate::room::worktree::{self, Made, Repository, Wanted};
 use crate::settings;
 use serde_json::json;
 
-pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: settings::Flags, as_json: bool) -> anyhow::Result<i32> {
+pub async fn run(
+    ws: &WorkspaceArgs,
+    wt: WorktreeArgs,
+    flags: UpFlags,
+    peer: settings::Flags,
+    as_json: bool,
+) -> anyhow::Result<i32> {
     let result = async {
+        let (ws, made) = match &wt.worktree {
+            Some(name) => {
+                let made = worktree_for(ws, name, &wt)?;
+                let ws = WorkspaceArgs { workspace_folder: made.path.clone(), config: ws.config.clone() };
+                (ws, Some(made))
+            }
+            None => (ws.clone(), None),
+        };
         let resolved = ws.resolve(peer)?;
         print_warnings(&resolved);
         let engine = Engine::connect().await?;
-        up::up(&engine, &resolved.loaded, &resolved.up_options(flags)).await
+        up::up(&engine, &resolved.loaded, &resolved.up_options(flags)).await.map(|r| (r, made))
     }
     .await;
     match (result, as_json) {
-        (Ok(r), true) => {
-            output::print_json_line(&success_json(&r))?;
+        (Ok((r, made)), true) => {
+            let mut out = success_json(&r);
+            if let Some(made) = made {
+                out["worktree"] = json!({ "path": made.path, "branch": made.branch, "created": made.created });
+            }
+            output::print_json_line(&out)?;
             Ok(0)
         }
-        (Ok(r), false) => {
+        (Ok((r, _)), false) => {
             eprintln!(
                 "{} {} ({}); `workroom shell` opens a pane, `workroom exec -- CMD` runs a command",
                 r.name,
@@ -40,6 +61,25 @@ pub async fn run(ws: &WorkspaceArgs, flags: UpFlags, peer: settings::Flags, as_j
         }
         (Err(e), false) => Err(e),
     }
+}
+
+/// The worktree NAME of the workspace folder's repository, made or found,
+/// said on stderr before its room comes up (so it is known should `up` fail).
+fn worktree_for(ws: &WorkspaceArgs, name: &str, wt: &WorktreeArgs) -> anyhow::Result<Made> {
+    let repo = Repository::of(&ws.workspace_folder)?;
+    // The checkout this runs in says where worktrees go: its .workroom.toml
+    // (committed, so the same in every worktree) over the user's file.
+    let settings = settings::load(&repo.current, settings::Flags::default())?;
+    let place = repo.place(settings.worktrees.as_deref(), name);
+    let wanted = Wanted { name, branch: wt.branch.as_deref(), from: wt.from.as_deref() };
+    let made = worktree::make(&repo, &place, &wanted)?;
+    for note in &made.notes {
+        eprintln!("warning: {note}");
+    }
+    let branch = made.branch.as_deref().unwrap_or("a detached HEAD");
+    let how = if made.created { "made" } else { "found" };
+    eprintln!("worktree {name} {how} at {} on {branch}", made.path.display());
+    Ok(made)
 }
 
 /// The reference CLI's `up` result, key for key, so a script can swap one

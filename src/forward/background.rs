@@ -86,7 +86,7 @@ pub async fn ensure_for_up(
             // Made for an earlier start (a restart behind our back): its
             // link may hang rather than close, so it is replaced.
             Some(s) if s.started_at != started_at => {
-                state::stop_background(room);
+                state::end_background(room).await;
             }
             // Serving this start, or still starting (another `up`'s).
             _ => return Ok(None),
@@ -173,7 +173,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
 /// --background` say it.
 pub fn print_started(status: &Status) {
     for f in &status.forwards {
-        eprintln!("{}: {} {}", status.room, f.forward, f.state);
+        eprintln!("{}: {} {}", status.room, f.forward, f.shown());
     }
     if status.ssh_agent {
         eprintln!("{}: ssh-agent forwarded", status.room);

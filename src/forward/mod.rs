@@ -61,20 +61,19 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     let mut states = Vec::new();
     let mut listeners = Vec::new();
     for forward in &plan.forwards {
-        match TcpListener::bind(("127.0.0.1", forward.host_port)).await {
-            Ok(l) => {
-                states.push(ForwardState { forward: forward.clone(), state: "listening".into() });
-                listeners.push((l, Arc::new(forward.clone())));
-                eprintln!("workroom: forwarding {forward}{}", label_suffix(forward));
+        match listen(forward.host_port).await {
+            Ok((l, asked_port)) => {
+                let mut forward = forward.clone();
+                forward.host_port = l.local_addr().map(|a| a.port()).unwrap_or(forward.host_port);
+                let moved = asked_port.map(|p| format!(" (port {p} is taken on the host)")).unwrap_or_default();
+                eprintln!("workroom: forwarding {forward}{}{moved}", label_suffix(&forward));
+                states.push(ForwardState { forward: forward.clone(), state: "listening".into(), asked_port });
+                listeners.push((l, Arc::new(forward)));
             }
             Err(e) => {
-                let why = if e.kind() == std::io::ErrorKind::AddrInUse {
-                    format!("port {} is taken on the host", forward.host_port)
-                } else {
-                    format!("cannot listen on 127.0.0.1:{}: {e}", forward.host_port)
-                };
+                let why = format!("cannot listen on 127.0.0.1:{}: {e}", forward.host_port);
                 eprintln!("workroom: not forwarding {forward}: {why}");
-                states.push(ForwardState { forward: forward.clone(), state: why });
+                states.push(ForwardState { forward: forward.clone(), state: why, asked_port: None });
             }
         }
     }
@@ -128,6 +127,23 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     };
     state::remove_own(&plan.room, pid, plan.background);
     Ok(code)
+}
+
+/// A listener on 127.0.0.1:`port`, or, when another program holds that port
+/// (another worktree's room forwarding the same `forwardPorts`, say), on a
+/// free one: then the port asked for is returned too, for `ports` to say.
+async fn listen(port: u16) -> std::io::Result<(TcpListener, Option<u16>)> {
+    let taken = match TcpListener::bind(("127.0.0.1", port)).await {
+        Ok(l) => return Ok((l, None)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => e,
+        Err(e) => return Err(e),
+    };
+    for other in spec::alternatives(port) {
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", other)).await {
+            return Ok((l, Some(port)));
+        }
+    }
+    Err(taken)
 }
 
 fn label_suffix(forward: &Forward) -> String {

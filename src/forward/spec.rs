@@ -53,6 +53,18 @@ pub fn parse(spec: &str) -> Result<Forward, SpecError> {
     }
 }
 
+/// How many ports above a taken one are tried before any free port will do:
+/// a neighbour (8081 for 8080) is easier to read and remember, as editors
+/// choose; past these the kernel picks one.
+pub const NEARBY_PORTS: u16 = 20;
+
+/// The host ports tried, in order, when `taken` is taken: its neighbours
+/// above, then 0 (the kernel's choice, always free).
+pub fn alternatives(taken: u16) -> Vec<u16> {
+    let last = taken.saturating_add(NEARBY_PORTS);
+    (taken.saturating_add(1)..=last).filter(|p| *p != taken).chain(std::iter::once(0)).collect()
+}
+
 impl Forward {
     fn loopback(host_port: u16, target_port: u16) -> Forward {
         Forward { host_port, target_host: ROOM_LOOPBACK.to_string(), target_port, label: None }
@@ -116,6 +128,16 @@ mod tests {
                 (k.to_string(), PortAttributes { label: Some(l.to_string()), protocol: None, on_auto_forward: None })
             })
             .collect()
+    }
+
+    #[test]
+    fn a_taken_port_moves_to_a_neighbour_above_then_to_any_free_port() {
+        let tried = alternatives(8080);
+        assert_eq!(tried.len(), NEARBY_PORTS as usize + 1);
+        assert_eq!((tried[0], tried[NEARBY_PORTS as usize - 1]), (8081, 8080 + NEARBY_PORTS));
+        assert_eq!(tried.last(), Some(&0));
+        assert_eq!(alternatives(65535), vec![0], "no port above the last one");
+        assert_eq!(alternatives(65530), vec![65531, 65532, 65533, 65534, 65535, 0]);
     }
 
     #[test]

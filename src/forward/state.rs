@@ -18,8 +18,22 @@ use std::path::PathBuf;
 pub struct ForwardState {
     #[serde(flatten)]
     pub forward: Forward,
-    /// `listening`, or why not (`port 8080 is taken on the host`).
+    /// `listening`, or why not (`cannot listen on 127.0.0.1:80: ...`).
     pub state: String,
+    /// The host port asked for, when it was taken and the forward moved to
+    /// `forward.host_port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_port: Option<u16>,
+}
+
+impl ForwardState {
+    /// The state as `ports` and `up` say it, with the port it moved from.
+    pub fn shown(&self) -> String {
+        match self.asked_port {
+            Some(asked) => format!("{} (port {asked} is taken on the host)", self.state),
+            None => self.state.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +134,25 @@ pub fn stop_background(room: &str) -> bool {
     let _ = std::fs::remove_file(status_file(room, pid));
     true
 }
+
+/// [`stop_background`], returning once the forwarder is gone: one started
+/// next for the room (`up` after a restart) would otherwise find its ports
+/// still held and move them. Async: `up` may hold a daemon link on this
+/// thread, whose frames must keep flowing meanwhile.
+pub async fn end_background(room: &str) {
+    let pid = background_pid(room);
+    stop_background(room);
+    let Some(pid) = pid else { return };
+    let deadline = std::time::Instant::now() + FORWARDER_EXIT_WAIT;
+    while is_forwarder(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// How long [`end_background`] waits: a forwarder ends on SIGTERM at once
+/// (its listeners go with the process); past this it is stuck, and the next
+/// forwarder moves the ports it still holds.
+const FORWARDER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub fn remove_own(room: &str, pid: u32, background: bool) {
     let _ = std::fs::remove_file(status_file(room, pid));

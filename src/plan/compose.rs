@@ -57,17 +57,47 @@ pub struct ProjectInputs<'a> {
     pub workspace: &'a Path,
     /// docker-compose 1.21 and later allow `-` and `_` in names.
     pub new_names: bool,
+    /// The workspace is a linked git worktree (`git worktree add`).
+    pub worktree: bool,
 }
+
+/// Hex digits of the workspace's hash a worktree's project name ends in:
+/// as many as a room's name holds (`identity.rs`).
+const WORKTREE_HASH_DIGITS: usize = 8;
 
 /// The project's name by the reference's rules (its `getProjectName`):
 /// `COMPOSE_PROJECT_NAME`, then the workspace's `.env`, then the files'
 /// `name:`, then `<workspace>_devcontainer` when the first compose file is
 /// in `<workspace>/.devcontainer`, else the first file's folder's name.
+///
+/// In a linked git worktree every name but `COMPOSE_PROJECT_NAME`'s (the
+/// person's word for this one run) ends in a hash of the workspace folder.
+/// The reference's rules give every worktree of a repository the same name
+/// when the files say `name:` or `.env` is committed, and worktrees named
+/// alike in two repositories (`feat-a_devcontainer`) the same name from the
+/// folder: one project, whose `up` would replace the other room's service.
 pub fn project_name(p: &ProjectInputs) -> String {
     let clean = |name: &str| to_project_name(name, p.new_names);
     if let Some(name) = p.env.map(clean).filter(|n| !n.is_empty()) {
         return name;
     }
+    let name = reference_name(p);
+    if !p.worktree {
+        return name;
+    }
+    use sha2::{Digest, Sha256};
+    let hash = hex::encode(Sha256::digest(p.workspace.as_os_str().as_encoded_bytes()));
+    let hash = &hash[..WORKTREE_HASH_DIGITS];
+    match (name.is_empty(), p.new_names) {
+        (true, _) => hash.to_string(),
+        (false, true) => format!("{name}-{hash}"),
+        (false, false) => format!("{name}{hash}"),
+    }
+}
+
+/// [`project_name`] past `COMPOSE_PROJECT_NAME`, by the reference's rules alone.
+fn reference_name(p: &ProjectInputs) -> String {
+    let clean = |name: &str| to_project_name(name, p.new_names);
     let from_dot_env = p.dot_env.and_then(|text| crate::config::dotenv::value(text, "COMPOSE_PROJECT_NAME"));
     if let Some(name) = from_dot_env.as_deref().map(clean).filter(|n| !n.is_empty()) {
         return name;

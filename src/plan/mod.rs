@@ -18,6 +18,7 @@ pub mod run_args;
 pub mod seccomp;
 pub mod sync;
 pub mod workspace;
+pub mod worktree;
 
 #[cfg(test)]
 mod tests;

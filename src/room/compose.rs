@@ -131,6 +131,7 @@ async fn read_project(program: &Program, loaded: &Loaded, compose: &Compose) -> 
         // docker-compose 1.21 allowed `-` and `_`; an unknown version is
         // taken to be new, as the reference takes it.
         new_names: program.version.is_none_or(|v| v >= (1, 21, 0)),
+        worktree: super::worktree::checkout_of(workspace).is_some_and(|c| c.linked),
     });
     let version = std::fs::read_to_string(&compose.files[0]).ok().and_then(|t| plan::file_version(&t));
     Ok(Project {

@@ -22,6 +22,7 @@ pub mod sync;
 pub mod up;
 pub mod users;
 pub mod workspace_volume;
+pub mod worktree;
 
 use crate::engine::{Engine, EngineError};
 use crate::plan::labels;

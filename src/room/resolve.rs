@@ -258,6 +258,7 @@ mod tests {
             history_lines: None,
             history_bytes: None,
             workspace: Default::default(),
+            worktrees: None,
         }
     }
 

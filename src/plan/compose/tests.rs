@@ -20,6 +20,7 @@ fn the_project_name_follows_the_references_order_of_sources() {
         first_file: &in_devcontainer,
         workspace: ws,
         new_names: true,
+        worktree: false,
     };
     // (inputs, expected)
     let table: Vec<(ProjectInputs, &str)> = vec![
@@ -55,8 +56,42 @@ fn a_compose_file_outside_dot_devcontainer_names_the_project_after_its_folder() 
         first_file: file,
         workspace: ws,
         new_names: true,
+        worktree: false,
     };
     assert_eq!(project_name(&p), "dev");
+}
+
+#[test]
+fn worktrees_named_alike_or_of_one_named_project_get_projects_of_their_own() {
+    let inputs = |ws: &'static str, file: &'static Path, config_name: Option<&'static str>| ProjectInputs {
+        env: None,
+        dot_env: None,
+        config_name,
+        files_name_it: config_name.is_some(),
+        first_file: file,
+        workspace: Path::new(ws),
+        new_names: true,
+        worktree: true,
+    };
+    let a_file = Path::new("/src/a.worktrees/feat/.devcontainer/compose.yml");
+    let b_file = Path::new("/src/b.worktrees/feat/.devcontainer/compose.yml");
+    let x_file = Path::new("/src/a.worktrees/x/.devcontainer/compose.yml");
+    // Two repositories' worktrees `feat`: the reference names both `feat_devcontainer`.
+    let a = project_name(&inputs("/src/a.worktrees/feat", a_file, None));
+    let b = project_name(&inputs("/src/b.worktrees/feat", b_file, None));
+    assert!(a.starts_with("feat_devcontainer-") && a.len() == "feat_devcontainer-".len() + 8, "{a}");
+    assert_ne!(a, b);
+    // One repository whose compose file says `name: app`: one project per worktree.
+    let named_feat = project_name(&inputs("/src/a.worktrees/feat", a_file, Some("app")));
+    let named_x = project_name(&inputs("/src/a.worktrees/x", x_file, Some("app")));
+    assert!(named_feat.starts_with("app-"), "{named_feat}");
+    assert_ne!(named_feat, named_x);
+    // Stable, and the person's COMPOSE_PROJECT_NAME still wins as written.
+    assert_eq!(a, project_name(&inputs("/src/a.worktrees/feat", a_file, None)));
+    let env = ProjectInputs { env: Some("mine"), ..inputs("/src/a.worktrees/feat", a_file, None) };
+    assert_eq!(project_name(&env), "mine");
+    let old = ProjectInputs { new_names: false, ..inputs("/src/a.worktrees/feat", a_file, None) };
+    assert!(project_name(&old).starts_with("featdevcontainer") && !project_name(&old).contains('-'));
 }
 
 #[test]
