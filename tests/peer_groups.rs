@@ -4,7 +4,6 @@
 
 mod common;
 mod peer_support;
-mod pty;
 
 use common::*;
 use peer_support::*;
@@ -22,10 +21,6 @@ const MESSAGE_WAIT: Duration = Duration::from_secs(20);
 /// How long the real Claude Code may take to show a screen: offline, its
 /// start waits out its network look-ups (10-20 s measured on this machine).
 const CLAUDE_WAIT: &str = "120";
-/// Guards a `workroom shell` on a test terminal against a hang.
-const TERM_GUARD: Duration = Duration::from_secs(60);
-/// ctrl-p ctrl-q, the default detach keys.
-const DETACH: &[u8] = b"\x10\x11";
 
 const DEV: u32 = 1000;
 
@@ -471,20 +466,12 @@ fn claude_config(binary: &std::path::Path) -> serde_json::Value {
     })
 }
 
-/// Opens pane `agent` of the workspace's room through a real terminal,
-/// detaches, and starts `claude` in it with `workroom send`.
-fn start_claude(scope: &PeerScope, ws: &Workspace) {
-    let env: Vec<(String, String)> = scope.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let args = ["shell", "--workspace-folder", &ws.folder(), "agent"];
-    let mut term = pty::Term::spawn_with_env(workroom_bin(), &args, 40, 120, &env);
-    term.send(b"echo ready-$((6*7))\r");
-    term.expect("ready-42", TERM_GUARD);
-    term.send(DETACH);
-    term.expect("detached from pane agent", TERM_GUARD);
-    assert_eq!(term.wait(TERM_GUARD), 0);
-    let out = ws.workroom(&["send", "agent", "--keys", "--", "claude", "Enter"]);
+/// Starts `claude` in pane `agent` of the workspace's room without a
+/// terminal (`shell -d`, stdin /dev/null), as a supervisor would.
+fn start_claude(ws: &Workspace) {
+    let out = ws.workroom(&["shell", "-d", "agent", "--", "claude"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "agent");
 }
 
 /// `workroom wait agent --for REGEX` in the workspace's room.
@@ -494,17 +481,34 @@ fn wait_for(ws: &Workspace, pattern: &str) {
     assert!(out.status.success(), "no {pattern:?} on the pane ({}):\n{screen}", stderr(&out));
 }
 
-fn send_key(ws: &Workspace, key: &str) {
-    let out = ws.workroom(&["send", "agent", "--keys", "--", key]);
-    assert!(out.status.success(), "send {key}: {}", stderr(&out));
+/// Sends `key` until `shows` is on the pane: a key sent while Claude Code
+/// has drawn its dialog but not yet armed its input is dropped, so each try
+/// waits for the effect, not for a time.
+fn send_key_until(ws: &Workspace, key: &str, shows: &str) {
+    for _ in 0..KEY_TRIES {
+        let out = ws.workroom(&["send", "agent", "--keys", "--", key]);
+        assert!(out.status.success(), "send {key}: {}", stderr(&out));
+        if ws.workroom(&["wait", "agent", "--for", shows, "--timeout", KEY_EFFECT_WAIT]).status.success() {
+            return;
+        }
+    }
+    let screen = stdout(&ws.workroom(&["capture", "agent"]));
+    panic!("{key} never brought {shows:?} after {KEY_TRIES} tries:\n{screen}");
 }
 
-/// What the real Claude Code shows at its prompt, ready for input.
-const CLAUDE_PROMPT: &str = "for shortcuts|for agents";
+/// How often a key is sent before the test gives up, and how long each try
+/// waits for its effect (a drawn dialog arms its keys within a second or
+/// two on a loaded machine).
+const KEY_TRIES: usize = 10;
+const KEY_EFFECT_WAIT: &str = "3";
+
+/// What the real Claude Code shows under its prompt, ready for input: the
+/// footer names the shortcuts, or (in auto mode) how to cycle modes.
+const CLAUDE_PROMPT: &str = "for shortcuts|for agents|shift\\+tab to cycle";
 
 #[test]
 fn claude_code_onboarded_once_in_a_group_starts_at_its_prompt_in_a_new_and_a_recreated_room() {
-    let Some(binary) = common::claude::binary() else { return };
+    let binary = common::claude::binary();
     let scope = PeerScope::new("claude");
     let a = scope.workspace_with(claude_config(&binary), &in_group("c"));
     let b = scope.workspace_with(claude_config(&binary), &in_group("c"));
@@ -516,16 +520,12 @@ fn claude_code_onboarded_once_in_a_group_starts_at_its_prompt_in_a_new_and_a_rec
     // that fails; a login made elsewhere has marked them done. The rest it
     // asks (trust, the key) are driven in the pane.
     a.exec_ok(&["sh", "-c", "echo '{\"hasCompletedOnboarding\": true}' > \"$CLAUDE_CONFIG_DIR/.claude.json\""]);
-    start_claude(&scope, &a);
+    start_claude(&a);
     wait_for(&a, "Yes, I trust this folder");
-    send_key(&a, "Down");
-    wait_for(&a, "❯ Yes, I trust this folder");
-    send_key(&a, "Enter");
-    wait_for(&a, "Do you want to use this API key");
-    send_key(&a, "Up");
-    wait_for(&a, "❯ Yes");
-    send_key(&a, "Enter");
-    wait_for(&a, CLAUDE_PROMPT);
+    send_key_until(&a, "Down", "❯ Yes, I trust this folder");
+    send_key_until(&a, "Enter", "Do you want to use this API key");
+    send_key_until(&a, "Up", "❯ Yes");
+    send_key_until(&a, "Enter", CLAUDE_PROMPT);
 
     // Claude Code wrote its answers into the group's folder on the host.
     let state = scope.registry_of("c", DEV).join(".claude.json");
@@ -538,7 +538,7 @@ fn claude_code_onboarded_once_in_a_group_starts_at_its_prompt_in_a_new_and_a_rec
     let recreated = a.workroom(&["up", "--recreate"]);
     assert!(recreated.status.success(), "{}", stderr(&recreated));
     for ws in [&b, &a] {
-        start_claude(&scope, ws);
+        start_claude(ws);
         wait_for(ws, CLAUDE_PROMPT);
         let screen = stdout(&ws.workroom(&["capture", "agent"]));
         assert!(!screen.contains("trust this folder") && !screen.contains("API key"), "asked again:\n{screen}");
@@ -548,8 +548,11 @@ fn claude_code_onboarded_once_in_a_group_starts_at_its_prompt_in_a_new_and_a_rec
     eventually("both Claude Code sessions idle in agents", AGENT_READY_WAIT, || {
         let out = b.workroom(&["agents", "--json"]);
         let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let mut rooms: Vec<&str> =
-            listed.iter().filter(|s| s["status"] == "idle").filter_map(|s| s["room"].as_str()).collect();
+        let mut rooms: Vec<&str> = listed
+            .iter()
+            .filter(|s| s["status"] == "idle" && s["pane"] == "agent")
+            .filter_map(|s| s["room"].as_str())
+            .collect();
         rooms.sort();
         let mut want = [ra.as_str(), rb.as_str()];
         want.sort();
