@@ -23,7 +23,7 @@
 
 use super::mounts::MountSpec;
 pub use crate::config::{GitFacts, Linked};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// What a linked checkout's room gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,20 +165,14 @@ pub fn in_room(from: &str, name: &str) -> String {
     lexical(&joined).display().to_string()
 }
 
-/// `a/b/../c` → `a/c`; `..` above the root stays at the root, as the kernel
-/// resolves it.
+/// Resolved by the text alone; above the room's root is its root.
 pub fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
+    let resolved = workroomd::paths::lexical(path);
+    if resolved.is_absolute() {
+        resolved
+    } else {
+        Path::new("/").join(resolved)
     }
-    out
 }
 
 /// `path` is `dir` or below it.

@@ -52,25 +52,9 @@ pub fn place(main: &Path, setting: Option<&Path>, name: &str) -> PathBuf {
     }
 }
 
-/// `a/./b/../c` as `a/c`, without asking the filesystem: a place is said
-/// and compared as a plain path (`worktrees = "../wt"` is the main
-/// checkout's sibling, not a path through it).
-fn normalize(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
+// A place is said and compared as a plain path (`worktrees = "../wt"` is
+// the main checkout's sibling, not a path through it).
+use workroomd::paths::lexical as normalize;
 
 /// One worktree as `git worktree list --porcelain` describes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -15,17 +15,13 @@ use crate::plan::labels;
 use crate::plan::peers::{self as peer_plan, RoomPeerFacts};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tokio::io::AsyncReadExt;
 use workroomd::agents::Session;
 
 /// The most a room's answer may hold: [`workroomd`]'s job reads at most
 /// 1024 entries of a few hundred bytes each.
 const MAX_ANSWER: u64 = 1024 * 1024;
-
-/// How far up from a workspace folder its repository's `.git` is looked
-/// for (a devcontainer.json in a subfolder of a repository).
-const MAX_GIT_DEPTH: usize = 32;
 
 /// A session, the room it runs in and the branch that room works on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,35 +107,12 @@ async fn ask(
     serde_json::from_slice(&out).with_context(|| format!("{name} answered with something other than its agents"))
 }
 
-/// The branch checked out in the repository holding `folder`, read as git
-/// reads it: `.git/HEAD`, or for a worktree or submodule (whose `.git` is a
-/// file, `gitdir: PATH`, relative to the folder or absolute) `PATH/HEAD`.
+/// The branch checked out in the repository holding `folder`, as `list`
+/// reads it (`plan::worktree::checkout_of`): a worktree's or submodule's
+/// `.git` file followed, a detached HEAD shown as `(detached abc1234)`.
 pub fn branch_of(folder: &Path) -> Option<String> {
-    let top = folder.ancestors().take(MAX_GIT_DEPTH).find(|dir| dir.join(".git").exists())?;
-    let dot_git = top.join(".git");
-    let git_dir = match dot_git.is_dir() {
-        true => dot_git,
-        false => gitdir_of(top, &std::fs::read_to_string(&dot_git).ok()?)?,
-    };
-    head_name(&std::fs::read_to_string(git_dir.join("HEAD")).ok()?)
-}
-
-/// The folder a `.git` file points to.
-fn gitdir_of(top: &Path, dot_git_file: &str) -> Option<PathBuf> {
-    let path = dot_git_file.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
-    (!path.is_empty()).then(|| top.join(path))
-}
-
-/// What HEAD names: a branch (`ref: refs/heads/NAME`), another ref as
-/// written, or a detached commit, shortened as git shows it.
-pub fn head_name(head: &str) -> Option<String> {
-    let head = head.trim();
-    if let Some(target) = head.strip_prefix("ref:") {
-        let target = target.trim();
-        return Some(target.strip_prefix("refs/heads/").unwrap_or(target).to_string()).filter(|t| !t.is_empty());
-    }
-    let is_commit = head.len() >= 7 && head.chars().all(|c| c.is_ascii_hexdigit());
-    is_commit.then(|| format!("(detached {})", &head[..7]))
+    let checkout = super::worktree::checkout_of(folder)?;
+    (checkout.head != crate::plan::worktree::Head::Unknown).then(|| checkout.head.shown())
 }
 
 /// The agent `wanted` names, as `workroom agents` prints them: a name, a
@@ -180,17 +153,6 @@ pub fn find<'a>(agents: &'a [Agent], wanted: &str) -> Result<&'a Agent, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn head_names_a_branch_another_ref_or_a_detached_commit() {
-        assert_eq!(head_name("ref: refs/heads/main\n").as_deref(), Some("main"));
-        assert_eq!(head_name("ref: refs/heads/feature/a-b").as_deref(), Some("feature/a-b"));
-        assert_eq!(head_name("ref: refs/remotes/origin/x").as_deref(), Some("refs/remotes/origin/x"));
-        assert_eq!(head_name("0123456789abcdef0123456789abcdef01234567\n").as_deref(), Some("(detached 0123456)"));
-        assert_eq!(head_name("not a head"), None);
-        assert_eq!(head_name("ref: "), None);
-        assert_eq!(head_name(""), None);
-    }
 
     #[test]
     fn the_branch_is_read_from_a_checkout_a_worktrees_git_file_or_a_subfolder_and_missing_is_none() {

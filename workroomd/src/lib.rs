@@ -14,6 +14,7 @@
 //!   rename), for the daemon's state and the host's.
 //! - [`files`]: a folder's files as `workroom sync` compares them, written
 //!   by the daemon's `files` job.
+//! - [`paths`]: paths resolved by their text, for folders not there to ask.
 //! - [`pipe`]: a byte connection (a forwarded port, an ssh-agent socket)
 //!   spliced onto a stream, on either side.
 //! - [`staging`] (feature `splice`): the sending side of the link's spliced
@@ -35,6 +36,7 @@
 pub mod agents;
 pub mod atomic;
 pub mod files;
+pub mod paths;
 pub mod pipe;
 pub mod proto;
 #[cfg(feature = "splice")]

@@ -22,7 +22,7 @@ use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use std::collections::BTreeSet;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use tokio::io::unix::AsyncFd;
 
 /// Each read of the inotify descriptor takes at most this much; a burst
@@ -158,18 +158,8 @@ pub fn checkout_of(admin: &Path, written: &str) -> Option<PathBuf> {
         return None;
     }
     let path = Path::new(line);
-    let joined = if path.is_absolute() { path.to_path_buf() } else { admin.join(path) };
-    let mut out = PathBuf::from("/");
-    for c in joined.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    (out != Path::new("/")).then_some(out)
+    let out = workroomd::paths::lexical(&admin.join(path));
+    (out.is_absolute() && out != Path::new("/")).then_some(out)
 }
 
 /// Whether `path` lies in the room's own filesystem (the root, or a tmpfs
