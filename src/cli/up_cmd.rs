@@ -85,7 +85,7 @@ fn worktree_for(ws: &WorkspaceArgs, name: &str, wt: &WorktreeArgs) -> anyhow::Re
 /// The reference CLI's `up` result, key for key, so a script can swap one
 /// tool for the other (`| tail -n1 | jq .containerId`).
 fn success_json(r: &up::UpResult) -> serde_json::Value {
-    json!({
+    let mut out = json!({
         "outcome": "success",
         "containerId": r.container_id,
         "remoteUser": r.remote_user,
@@ -102,7 +102,11 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
         "platform": r.platform,
         // And how the room got its workspace: bound, or uploaded into a volume.
         "workspace": r.workspace.json(),
-        // A worktree's or submodule's git folder, as mounted (null otherwise).
-        "git": r.git,
-    })
+    });
+    // A worktree's or submodule's git folder, as mounted; absent for any
+    // other room, so the reference's keys stay the whole result there.
+    if let Some(git) = &r.git {
+        out["git"] = json!(git);
+    }
+    out
 }
