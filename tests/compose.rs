@@ -155,7 +155,6 @@ impl Drop for ComposeWs {
         let _ = docker(&["rmi", &format!("{}_app", self.project())]);
         let state = override_folder();
         let _ = std::fs::remove_file(state.join(format!("{}.yml", self.room_name())));
-        let _ = std::fs::remove_file(state.join(format!("{}.lock", self.room_name())));
     }
 }
 
@@ -553,5 +552,61 @@ fn the_project_name_from_dot_env_or_the_environment_is_the_one_compose_makes_and
         assert!(out.status.success(), "{}", stderr(&out));
         assert_eq!(ws.containers(), Vec::<String>::new(), "down removed the project compose made, from {source}");
         assert_eq!(ws.networks_and_volumes(), (String::new(), String::new()));
+    }
+}
+
+/// A docker-compose first on PATH that waits before every `up -d`, so a
+/// room stays in the engine's `created` state for a while after compose
+/// created it: the window a second `up` must not mistake for a dead one's.
+fn slow_start_compose(bin: &Path) -> String {
+    let fake = bin.join("docker-compose");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \" $* \" in *\" -d \"*) sleep 2;; esac\nexec /usr/bin/docker-compose \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+/// The engine's state of `container`, or "" when there is none.
+fn container_state(container: &str) -> String {
+    let out = docker(&["inspect", container, "--format", "{{.State.Status}}"]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_second_up_during_a_compose_rooms_create_waits_for_it_and_removes_nothing() {
+    let bin = tempfile::tempdir().unwrap();
+    let path = slow_start_compose(bin.path());
+    for round in 0..4 {
+        let mut ws = ComposeWs::new(config(json!({})), APP);
+        ws.env = vec![("PATH".into(), path.clone())];
+        let room = ws.room_name();
+        let (first, second) = std::thread::scope(|s| {
+            let first = s.spawn(|| ws.workroom(&["up"]));
+            // The second starts once compose has created the room and
+            // before it is started: its first look finds it `created`.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while container_state(&room) != "created" {
+                assert!(!first.is_finished(), "round {round}: the first up ended before its room was created");
+                assert!(std::time::Instant::now() < deadline, "round {round}: the room was never seen created");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let id = || {
+                String::from_utf8_lossy(&docker(&["inspect", &room, "--format", "{{.Id}}"]).stdout).trim().to_string()
+            };
+            let created_id = id();
+            let second = ws.workroom(&["up"]);
+            let first = first.join().unwrap();
+            assert_eq!(id(), created_id, "round {round}: the room compose created is the room that runs");
+            (first, second)
+        });
+        for (which, out) in [("first", &first), ("second", &second)] {
+            assert!(out.status.success(), "round {round}: the {which} up failed: {}", stderr(out));
+            assert!(!stderr(out).contains("left unstarted"), "round {round}: the {which} up: {}", stderr(out));
+        }
+        assert_eq!(container_state(&room), "running", "round {round}");
+        assert_eq!(ws.containers(), vec!["app running".to_string()], "round {round}: one room");
     }
 }

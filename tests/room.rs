@@ -486,6 +486,34 @@ fn eight_concurrent_ups_of_one_workspace_all_succeed_with_one_room_and_hooks_run
     assert_eq!(lines(&ws.read("attach.log")).len(), 8, "postAttach ran for every up");
 }
 
+#[test]
+fn only_the_up_that_recreates_says_it_removes_the_room() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let before = ws.containers();
+    let barrier = std::sync::Barrier::new(4);
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    ws.workroom(&["up", "--recreate"])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, out) in outs.iter().enumerate() {
+        assert!(out.status.success(), "up --recreate #{i} failed: {}", stderr(out));
+    }
+    let saying: Vec<String> = outs.iter().map(stderr).filter(|e| e.contains("to recreate it")).collect();
+    assert_eq!(saying.len(), 1, "one up says it removed the room: {saying:#?}");
+    assert!(saying[0].contains(&format!("removed {} to recreate it", ws.room_name())), "{}", saying[0]);
+    let after = ws.containers();
+    assert_eq!(after.len(), 1, "one room for the workspace");
+    assert_ne!(after, before, "the room was recreated");
+}
+
 // ---------------------------------------------------------------------------
 // refused `up`s leave nothing behind
 

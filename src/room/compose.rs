@@ -16,6 +16,7 @@
 //! name), and a second `up` takes the same fast path as image rooms
 //! without running compose at all.
 
+use super::creating::{self, CreatorLock, Lock};
 use super::up::{Created, RoomPlan, UpOptions};
 use crate::config::{Compose, Loaded};
 use crate::engine::compose::{declares_name, ComposeError, Program, ProjectObjects};
@@ -26,10 +27,15 @@ use anyhow::Context as _;
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// How long `stop` gives the project's containers before compose kills
 /// them: the daemon ends its panes' shells with SIGHUP first, at once.
 const STOP_GRACE_SECONDS: &str = "10";
+
+/// How long an `up` waits for another making the same compose room: that
+/// one may be building the service's image, which takes minutes.
+const MAKE_WAIT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ComposeRoomError {
@@ -47,8 +53,8 @@ pub enum ComposeRoomError {
     NotMade { name: String, service: String },
     #[error("cannot write {path}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("cannot lock {path} (another workroom making this room?)")]
-    Lock { path: PathBuf, source: nix::Error },
+    #[error("another `up` has been making or starting {name} for {waited} s; run `up` again once it is done")]
+    Busy { name: String, waited: u64 },
     #[error(transparent)]
     Compose(#[from] ComposeError),
     #[error(transparent)]
@@ -205,8 +211,11 @@ pub(super) async fn create_room(
     options: &UpOptions,
     scope: Option<&str>,
 ) -> anyhow::Result<Created> {
-    // Two `up`s of one workspace: the second waits here, then finds the room.
-    let _lock = lock(name)?;
+    // Two `up`s of one workspace: the second waits here, then finds the
+    // room. Held until the room has started, or is removed again: another
+    // `up` finding it `created` meanwhile waits instead of taking it for one
+    // a dead `up` left.
+    let _making = making(name).await?;
     if let Some(c) = engine.inspect_container(name).await? {
         return Ok(Created::Theirs(c));
     }
@@ -305,7 +314,7 @@ pub(super) async fn start(
     c: &ContainerInspectResponse,
     name: &str,
 ) -> anyhow::Result<()> {
-    let _lock = lock(name)?;
+    let _making = making(name).await?;
     let c = engine.inspect_container(name).await?.unwrap_or_else(|| c.clone());
     match c.state.as_ref().and_then(|s| s.status) {
         Some(ContainerStateStatusEnum::RUNNING) => return Ok(()),
@@ -359,11 +368,10 @@ pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool) -> anyho
         args.push("--volumes".into());
     }
     let project = shutdown(engine, c, &args).await?;
-    // The room goes, so its override and lock go too.
+    // The room goes, so its override goes too (its lock file stays: see
+    // `creating`).
     if let Some(name) = c.names.iter().flatten().next().filter(|_| project_of(c).is_some()) {
-        let name = name.trim_start_matches('/');
-        let _ = std::fs::remove_file(override_path(name));
-        let _ = std::fs::remove_file(lock_path(name));
+        let _ = std::fs::remove_file(override_path(name.trim_start_matches('/')));
     }
     Ok(project)
 }
@@ -398,10 +406,6 @@ pub fn override_path(name: &str) -> PathBuf {
     crate::forward::state::dir().join("compose").join(format!("{name}.yml"))
 }
 
-fn lock_path(name: &str) -> PathBuf {
-    crate::forward::state::dir().join("compose").join(format!("{name}.lock"))
-}
-
 /// Writes the override file (whole, then renamed into place: compose
 /// never reads half a file).
 fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError> {
@@ -414,17 +418,12 @@ fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError>
     Ok(path)
 }
 
-/// Holds the lock of room `name` while compose makes or starts it.
-fn lock(name: &str) -> Result<nix::fcntl::Flock<std::fs::File>, ComposeRoomError> {
-    let path = lock_path(name);
-    let open = || -> std::io::Result<std::fs::File> {
-        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)
-    };
-    let file = open().map_err(|e| ComposeRoomError::Lock {
-        path: path.clone(),
-        source: nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, source)| ComposeRoomError::Lock { path, source })
+/// The room's "being made" lock, the one every kind of room takes, held
+/// while compose makes or starts it.
+async fn making(name: &str) -> Result<Option<CreatorLock>, ComposeRoomError> {
+    match creating::wait_to_make(name, MAKE_WAIT).await {
+        Lock::Held(lock) => Ok(Some(lock)),
+        Lock::Unavailable => Ok(None),
+        Lock::Busy => Err(ComposeRoomError::Busy { name: name.to_string(), waited: MAKE_WAIT.as_secs() }),
+    }
 }

@@ -102,13 +102,19 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
         hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
     }
     if options.recreate {
+        // Held while removing, so of concurrent recreates one removes and
+        // says so, and the others find the room gone and say nothing. Let go
+        // before the create, which takes it again as any `up` does.
+        let _removing = creating::wait_to_make(&name, PEER_CREATE_WAIT).await;
         if let Some(c) = existing.take() {
-            eprintln!("removing {name} to recreate it");
-            remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await?;
+            if remove_for_recreate(engine, c.id.as_deref().unwrap_or(&name)).await? {
+                eprintln!("removed {name} to recreate it");
+            }
         }
         for (other, id) in &others {
-            eprintln!("removing {} to recreate it as {name}", other.name);
-            remove_for_recreate(engine, id).await?;
+            if remove_for_recreate(engine, id).await? {
+                eprintln!("removed {} to recreate it as {name}", other.name);
+            }
             ready::forget(id);
             super::notes::forget(id);
         }
@@ -292,13 +298,19 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions) -> anyhow
     Ok(result(created))
 }
 
-/// Removes the room `up --recreate` replaces. Concurrent recreates race to
-/// remove it: the engine refuses all but one (409, removal in progress), and
-/// those wait for it to be gone, then race to create, where one wins and the
-/// others use its room. Removing by id never touches the winner's new room.
-async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<()> {
+/// Removes the room `up --recreate` replaces; `true` when this call removed
+/// it, `false` when another did. Concurrent recreates of this host take
+/// turns under the room's lock, so the later ones find it gone; those of
+/// another host race: the engine refuses all but one (409, removal in
+/// progress), and those wait for it to be gone, then race to create, where
+/// one wins and the others use its room. Removing by id never touches the
+/// winner's new room.
+async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<bool> {
+    if engine.inspect_container(id).await?.is_none() {
+        return Ok(false);
+    }
     match engine.remove(id, false).await {
-        Ok(()) => return Ok(()),
+        Ok(()) => return Ok(true),
         Err(EngineError::Refused { status: 409, .. }) => {}
         Err(e) => return Err(e.into()),
     }
@@ -311,7 +323,7 @@ async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<()> {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Starts the room's background forwarder when it has none for this start
@@ -399,7 +411,9 @@ async fn create_room(
     // failed `up` removes what it made. Either way: look again, or create.
     // Held until the room has started (or is removed again): a waiter that
     // can take it knows this `up` died and takes the room over.
-    let _creator = wait_for_creator_lock(name).await?;
+    // A creator stuck for a minute: go on unlocked; the create's own 409
+    // handling still keeps one room.
+    let _creator = creating::wait_to_make(name, PEER_CREATE_WAIT).await;
     // Made here, after `volumes_before`, so a refused `up` removes a volume
     // it made; one that was there (a room removed without `--volumes`) is
     // the room's truth, kept as it is.
@@ -723,25 +737,6 @@ async fn settle_created(
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(500));
-    }
-}
-
-/// The creator lock for making `name`; another `up` of this host may hold
-/// it for the moment its create and start take.
-async fn wait_for_creator_lock(name: &str) -> anyhow::Result<Option<creating::CreatorLock>> {
-    let deadline = Instant::now() + PEER_CREATE_WAIT;
-    let mut pause = Duration::from_millis(10);
-    loop {
-        match creating::try_lock(name) {
-            creating::Lock::Held(lock) => return Ok(Some(lock)),
-            creating::Lock::Unavailable => return Ok(None),
-            // A creator stuck for a minute: go on unlocked; the create's
-            // own 409 handling still keeps one room.
-            creating::Lock::Busy if Instant::now() >= deadline => return Ok(None),
-            creating::Lock::Busy => {}
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
 
