@@ -169,17 +169,39 @@ async fn ensure_anchor(
     }
 }
 
-/// Creates and starts the anchor; returns its id.
+/// How long the anchor's name may be taken yet not inspectable. The engine
+/// reserves a name before the container it names can be inspected, so an
+/// `up` whose create lost the race (409) may find nothing for a moment:
+/// measured at under 100 ms with five rooms of a new group at once; a
+/// second covers a loaded engine, and past it the other `up` has most
+/// likely failed and removed what it made.
+const ANCHOR_NAME_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Creates and starts the anchor; returns its id. Several `up`s of a new
+/// group race here: one creates, the others take its anchor.
 async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str) -> anyhow::Result<String> {
-    let id = match engine.create_container(&names.anchor, peers::anchor_body(image, digest, names)).await {
-        Ok(id) => id,
-        // Another `up` made it first: start theirs (starting twice is harmless).
-        Err(EngineError::Refused { status: 409, .. }) => engine
-            .inspect_container(&names.anchor)
-            .await?
-            .and_then(|c| c.id)
-            .with_context(|| format!("{} was made by another `up` and is gone again", names.anchor))?,
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("create {}", names.anchor))),
+    let deadline = std::time::Instant::now() + ANCHOR_NAME_WAIT;
+    let mut pause = std::time::Duration::from_millis(10);
+    let id = loop {
+        match engine.create_container(&names.anchor, peers::anchor_body(image, digest, names)).await {
+            Ok(id) => break id,
+            // Another `up` made it first: start theirs (starting twice is harmless).
+            Err(EngineError::Refused { status: 409, .. }) => {
+                if let Some(id) = engine.inspect_container(&names.anchor).await?.and_then(|c| c.id) {
+                    break id;
+                }
+                if std::time::Instant::now() >= deadline {
+                    bail!(
+                        "{} was taken by another `up` but never appeared in {} s",
+                        names.anchor,
+                        ANCHOR_NAME_WAIT.as_secs()
+                    );
+                }
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("create {}", names.anchor))),
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_millis(200));
     };
     start_tolerant(engine, &names.anchor).await?;
     Ok(id)
