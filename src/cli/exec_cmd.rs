@@ -221,7 +221,12 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
     }
     drop(stream.output);
     let err_held = stderr_task.await.unwrap_or_default();
-    copied?;
+    if let Err(broke) = copied {
+        // The stream broke: an engine that is gone says so better than the
+        // socket's own error does.
+        engine.exec_exit_code(&stream.id).await?;
+        return Err(broke);
+    }
     let stopped = format!("workroom: {} stopped while `{program}` ran; `workroom up` starts it again", room.name);
     if room_died {
         eprintln!("{stopped}");

@@ -70,7 +70,11 @@ impl DockerEngine {
             BollardError::DockerResponseServerError { status_code, message } => {
                 EngineError::Refused { action: action.into(), status: status_code, message }
             }
+            // No connection (the socket went away, the engine shut down):
+            // the engine's absence, said as `connect` says it.
             e @ (BollardError::HyperResponseError { .. }
+            | BollardError::HyperLegacyError { .. }
+            | BollardError::SocketNotFoundError(_)
             | BollardError::IOError { .. }
             | BollardError::RequestTimeoutError) => {
                 EngineError::Unreachable { host: self.host.clone(), reason: short_reason(&e) }
