@@ -165,3 +165,47 @@ fn exec_says_docker_did_not_answer_when_the_engines_socket_does_not_exist() {
     let out = output_within_guard(cmd, None, GUARD);
     assert_said_only_that_docker_did_not_answer(&out, &host);
 }
+
+/// How long the tests let workroom wait on a silent engine
+/// (`WORKROOM_ENGINE_TIMEOUT`): past the 5 s notice, well short of the guard.
+const ENGINE_TIMEOUT_SECONDS: u64 = 8;
+
+/// Runs `cmd` (a `workroom` command) against an engine that accepts and
+/// never answers, with the bound set; checks the notice came once and the
+/// end in one line.
+fn waits_on_a_silent_engine_saying_so_once_then_gives_up(mut cmd: Command) -> Output {
+    let engine = EngineProxy::start(Behaviour::Silent);
+    cmd.env("DOCKER_HOST", engine.host()).env("WORKROOM_ENGINE_TIMEOUT", ENGINE_TIMEOUT_SECONDS.to_string());
+    let began = Instant::now();
+    let out = output_within_guard(cmd, None, GUARD);
+    let waited = began.elapsed();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    let notice = format!("waiting for the engine at {} (no answer for 5 s)", engine.host());
+    assert_eq!(err.matches(&notice).count(), 1, "the notice, once: {err}");
+    let gave_up = format!("Docker at {} gave no answer within {ENGINE_TIMEOUT_SECONDS} s", engine.host());
+    assert!(err.contains(&gave_up), "{err}");
+    assert_eq!(err.lines().count(), 2, "the notice and the end: {err}");
+    assert!(waited >= Duration::from_secs(ENGINE_TIMEOUT_SECONDS), "gave up after {waited:?}");
+    out
+}
+
+#[test]
+fn exec_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
+    let ws = Workspace::image(BUSYBOX);
+    let out = waits_on_a_silent_engine_saying_so_once_then_gives_up(ws.command(&["exec", "--", "true"]));
+    assert_eq!(out.status.code(), Some(125));
+}
+
+#[test]
+fn list_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
+    let mut list = Command::new(workroom_bin());
+    list.arg("list");
+    waits_on_a_silent_engine_saying_so_once_then_gives_up(list);
+}
+
+#[test]
+fn up_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
+    let ws = Workspace::image(BUSYBOX);
+    waits_on_a_silent_engine_saying_so_once_then_gives_up(ws.command(&["up"]));
+}
