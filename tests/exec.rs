@@ -156,6 +156,21 @@ fn long_exec(ws: &Workspace) -> std::process::Child {
     child
 }
 
+/// Waits for `child`'s end within [`GUARD`], killing it and failing past that.
+fn finish_within_guard(child: std::process::Child, what: &str) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    rx.recv_timeout(GUARD)
+        .unwrap_or_else(|_| {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            panic!("{what} went on");
+        })
+        .unwrap()
+}
+
 fn exec_exits_125_saying_the_room_stopped_when(docker_args: &[&str]) {
     let ws = Workspace::image(BUSYBOX);
     ws.up();
@@ -164,16 +179,7 @@ fn exec_exits_125_saying_the_room_stopped_when(docker_args: &[&str]) {
     let mut args = docker_args.to_vec();
     args.push(&room);
     docker_ok(&args);
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = rx.recv_timeout(GUARD).unwrap_or_else(|_| {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
-        panic!("exec went on after `docker {docker_args:?}` of its room");
-    });
-    let out = out.unwrap();
+    let out = finish_within_guard(child, &format!("exec after `docker {docker_args:?}` of its room"));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -188,6 +194,24 @@ fn exec_exits_125_saying_the_room_stopped_when_the_room_is_killed_under_it() {
 #[test]
 fn exec_exits_125_saying_the_room_stopped_when_the_room_is_stopped_under_it() {
     exec_exits_125_saying_the_room_stopped_when(&["stop", "-t", "1"]);
+}
+
+/// Issue 28 item 7: after `docker restart` exec said the room "stopped …
+/// `workroom up` starts it again" while it was running again.
+#[test]
+fn exec_says_the_room_restarted_not_stopped_when_docker_restart_runs_under_it() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let child = long_exec(&ws);
+    let room = ws.room_name();
+    docker_ok(&["restart", "-t", "1", &room]);
+    let out = finish_within_guard(child, "exec after `docker restart` of its room");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&format!("{room} restarted while `sh` ran")), "{err}");
+    assert!(!err.contains("stopped") && !err.contains("workroom up"), "{err}");
+    assert_eq!(docker_ok(&["inspect", "-f", "{{.State.Running}}", &room]), "true");
 }
 
 fn exec_t_on_a_terminal_exits_125_saying_the_room_stopped_when(docker_args: &[&str]) {

@@ -11,6 +11,7 @@
 //! it is not mistaken for the command's own 126/127.
 
 use super::stdin_pump::{StdinKind, StdinPump};
+use super::terminal::StartEnded;
 use super::RoomArgs;
 use crate::engine::{Engine, ExecSpec};
 use crate::room::hooks::HookContext;
@@ -221,10 +222,14 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
     }
     drop(stream.output);
     let err_held = stderr_task.await.unwrap_or_default();
-    copied?;
-    let stopped = format!("workroom: {} stopped while `{program}` ran; `workroom up` starts it again", room.name);
+    if let Err(broke) = copied {
+        // The stream broke: an engine that is gone says so better than the
+        // socket's own error does.
+        engine.exec_exit_code(&stream.id).await?;
+        return Err(broke);
+    }
     if room_died {
-        eprintln!("{stopped}");
+        eprintln!("{}", room_ended_line(engine, room, program).await);
         return Ok(EXIT_WORKROOM_FAILED);
     }
     let code = engine.exec_exit_code(&stream.id).await?;
@@ -232,7 +237,7 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
     // far as the engine knows: the room's death is the likely cause, and its
     // news may still be on its way.
     if code.is_none_or(|c| c == EXIT_KILLED) && room_stopped(engine, room, &mut died).await {
-        eprintln!("{stopped}");
+        eprintln!("{}", room_ended_line(engine, room, program).await);
         return Ok(EXIT_WORKROOM_FAILED);
     }
     let Some(code) = code.map(|c| c as i32) else {
@@ -251,6 +256,22 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
             let _ = out.flush().await;
             let _ = std::io::stderr().write_all(&err_held);
             Ok(code)
+        }
+    }
+}
+
+/// The one line for a room whose start ended under `program`: restarted
+/// (`docker restart`, the engine's restart policy) as a pane says it, else
+/// stopped or removed, with what brings it back.
+async fn room_ended_line(engine: &Engine, room: &Room, program: &str) -> String {
+    let name = &room.name;
+    match super::terminal::start_ended(engine, &room.id, room.started_at()).await {
+        StartEnded::Restarted => {
+            format!("workroom: {name} restarted while `{program}` ran, which ended it; the room is running again")
+        }
+        StartEnded::Stopped => format!("workroom: {name} stopped while `{program}` ran; `workroom up` starts it again"),
+        StartEnded::Removed => {
+            format!("workroom: {name} was removed while `{program}` ran; `workroom up` makes it again")
         }
     }
 }

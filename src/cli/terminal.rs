@@ -258,20 +258,46 @@ async fn same_start(target: &Target<'_>) -> bool {
     state.running == Some(true) && state.started_at.as_deref() == Some(target.started_at.as_str())
 }
 
-/// Said when the link is gone for good. A `docker restart` stops before it
-/// starts, so a stopped room is watched for [`RESTART_GRACE`] first.
+/// Said when the link is gone for good.
 async fn what_happened(target: &Target<'_>) -> &'static str {
+    start_ended(target.engine, target.container, &target.started_at).await.said()
+}
+
+/// How a room's start ended under a pane or an exec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartEnded {
+    /// Running again, from a start of its own.
+    Restarted,
+    Stopped,
+    /// Gone, or not to be asked about any more.
+    Removed,
+}
+
+impl StartEnded {
+    pub fn said(self) -> &'static str {
+        match self {
+            StartEnded::Restarted => "restarted",
+            StartEnded::Stopped => "stopped",
+            StartEnded::Removed => "was removed",
+        }
+    }
+}
+
+/// How the start of `container` at `started_at` ended, once it has. A
+/// `docker restart` stops before it starts, so a stopped room is watched
+/// for [`RESTART_GRACE`] first.
+pub async fn start_ended(engine: &Engine, container: &str, started_at: &str) -> StartEnded {
     let deadline = Instant::now() + RESTART_GRACE;
     loop {
-        let state = match target.engine.inspect_container(target.container).await {
+        let state = match engine.inspect_container(container).await {
             Ok(Some(c)) => c.state.unwrap_or_default(),
-            _ => return "was removed",
+            _ => return StartEnded::Removed,
         };
-        if state.started_at.as_deref() != Some(target.started_at.as_str()) && state.running == Some(true) {
-            return "restarted";
+        if state.started_at.as_deref() != Some(started_at) && state.running == Some(true) {
+            return StartEnded::Restarted;
         }
         if Instant::now() >= deadline {
-            return "stopped";
+            return StartEnded::Stopped;
         }
         tokio::time::sleep(RECONNECT_PAUSE).await;
     }

@@ -15,7 +15,7 @@ use bollard::Docker;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{hijack, host, logged, ssh, EngineError, EVENTS_RESUBSCRIBE_PAUSE, REQUEST_TIMEOUT};
+use super::{hijack, host, logged, logged_long, ssh, EngineError, EVENTS_RESUBSCRIBE_PAUSE};
 
 /// The Docker Engine API over bollard: a local socket, tcp, or an ssh://
 /// engine through `docker system dial-stdio`. The one
@@ -35,17 +35,25 @@ impl DockerEngine {
     /// refuse bollard's newer default).
     pub async fn connect() -> Result<DockerEngine, EngineError> {
         let host = host::resolve(|k| std::env::var(k).ok())?;
+        if let Some(Err(refused)) = super::timeout_setting(std::env::var(super::TIMEOUT_VARIABLE).ok().as_deref()) {
+            return Err(refused);
+        }
+        let timeout = super::request_timeout();
+        let _ = super::ENGINE_HOST.set(host.clone());
         let unreachable = |reason: String| EngineError::Unreachable { host: host.clone(), reason };
         let (docker, ssh) = match host.starts_with("ssh://") {
             true => {
-                let (docker, master) = ssh::connect(&host, REQUEST_TIMEOUT).await?;
+                let (docker, master) = ssh::connect(&host, timeout).await?;
                 (docker, Some(master))
             }
             false => (Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?, None),
         };
-        let docker = docker.with_timeout(REQUEST_TIMEOUT);
+        let docker = docker.with_timeout(timeout);
         let docker = match logged("negotiate_version", &host, docker.negotiate_version()).await {
             Ok(d) => d,
+            Err(BollardError::RequestTimeoutError) => {
+                return Err(EngineError::NoAnswer { host, seconds: timeout.as_secs() })
+            }
             // What the far side said (no docker there) beats hyper's words.
             Err(e) => match ssh.as_ref().and_then(|m| m.failure()) {
                 Some(why) => return Err(why.into()),
@@ -70,9 +78,15 @@ impl DockerEngine {
             BollardError::DockerResponseServerError { status_code, message } => {
                 EngineError::Refused { action: action.into(), status: status_code, message }
             }
+            BollardError::RequestTimeoutError => {
+                EngineError::NoAnswer { host: self.host.clone(), seconds: super::request_timeout().as_secs() }
+            }
+            // No connection (the socket went away, the engine shut down):
+            // the engine's absence, said as `connect` says it.
             e @ (BollardError::HyperResponseError { .. }
-            | BollardError::IOError { .. }
-            | BollardError::RequestTimeoutError) => {
+            | BollardError::HyperLegacyError { .. }
+            | BollardError::SocketNotFoundError(_)
+            | BollardError::IOError { .. }) => {
                 EngineError::Unreachable { host: self.host.clone(), reason: short_reason(&e) }
             }
             source => EngineError::Other { action: action.into(), source },
@@ -121,7 +135,7 @@ impl DockerEngine {
     /// works on a created container that has never started.
     pub async fn upload(&self, id: &str, path: &str, tar: Vec<u8>) -> Result<(), EngineError> {
         let options = UploadToContainerOptions { path: path.to_string(), ..Default::default() };
-        logged(
+        logged_long(
             "upload_to_container",
             id,
             self.docker.upload_to_container(id, Some(options), bollard::body_full(tar.into())),
@@ -138,7 +152,7 @@ impl DockerEngine {
 
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
         let options = StopContainerOptions { t: Some(grace.as_secs() as i32), ..Default::default() };
-        match logged("stop_container", id, self.docker.stop_container(id, Some(options))).await {
+        match logged_long("stop_container", id, self.docker.stop_container(id, Some(options))).await {
             // 304: already stopped.
             Err(BollardError::DockerResponseServerError { status_code: 304, .. }) => Ok(()),
             r => r.map_err(|e| self.map(format!("stop {id}"), format!("container {id}"), e)),
@@ -146,7 +160,7 @@ impl DockerEngine {
     }
 
     pub async fn restart(&self, id: &str) -> Result<(), EngineError> {
-        logged(
+        logged_long(
             "restart_container",
             id,
             self.docker.restart_container(id, None::<bollard::query_parameters::RestartContainerOptions>),

@@ -194,6 +194,9 @@ impl DockerEngine {
                 let refusal = BollardError::DockerResponseServerError { status_code: status, message };
                 return Err(self.map(format!("start exec in {container}"), what, refusal));
             }
+            Err(StartError::TimedOut(bound)) => {
+                return Err(EngineError::NoAnswer { host: self.host().to_string(), seconds: bound.as_secs() })
+            }
             Err(e) => return Err(EngineError::Unreachable { host: self.host().to_string(), reason: e.to_string() }),
         };
         let (read, write) = tokio::io::split(started.io);

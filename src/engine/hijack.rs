@@ -89,8 +89,8 @@ pub enum StartError {
     /// The engine answered with an error status (its message as it gave it).
     #[error("{message}")]
     Refused { status: u16, message: String },
-    #[error("no answer within {} s", super::REQUEST_TIMEOUT.as_secs())]
-    TimedOut,
+    #[error("no answer within {} s", .0.as_secs())]
+    TimedOut(std::time::Duration),
 }
 
 /// An exec's connection, taken over.
@@ -105,10 +105,11 @@ pub struct Started {
 }
 
 /// Sends `POST {path}` with `body` and the upgrade headers and returns the
-/// raw connection. Bounded by `REQUEST_TIMEOUT`, as bollard's requests are.
+/// raw connection. Bounded as bollard's requests are.
 pub async fn start(transport: &Transport, path: &str, body: String) -> Result<Started, StartError> {
     let upgraded = upgrade(transport, path, body);
-    tokio::time::timeout(super::REQUEST_TIMEOUT, upgraded).await.unwrap_or(Err(StartError::TimedOut))
+    let bound = super::request_timeout();
+    tokio::time::timeout(bound, upgraded).await.unwrap_or(Err(StartError::TimedOut(bound)))
 }
 
 async fn upgrade(transport: &Transport, path: &str, body: String) -> Result<Started, StartError> {

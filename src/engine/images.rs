@@ -54,7 +54,7 @@ impl DockerEngine {
     /// Pulls `image`, calling `progress` with each report; returns when the
     /// engine says the pull is over.
     pub async fn pull_image(&self, image: &str, progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
-        super::logged("pull_image", image, self.pull(image, progress)).await
+        super::logged_long("pull_image", image, self.pull(image, progress)).await
     }
 
     async fn pull(&self, image: &str, mut progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
@@ -79,7 +79,7 @@ impl DockerEngine {
     /// over.
     pub async fn build_image(&self, request: BuildRequest, output: impl FnMut(&str)) -> Result<(), StreamFailed> {
         let tag = request.tag.clone();
-        super::logged("build_image", &tag, self.build(request, output)).await
+        super::logged_long("build_image", &tag, self.build(request, output)).await
     }
 
     async fn build(&self, request: BuildRequest, mut output: impl FnMut(&str)) -> Result<(), StreamFailed> {

@@ -1,0 +1,211 @@
+//! The engine failing under workroom, without touching the machine's real
+//! dockerd (other tests run beside these): `DOCKER_HOST` points at a unix
+//! socket of the test's own, a small proxy in front of the real engine's
+//! socket, which the test takes away mid-command or which accepts and never
+//! answers (an engine stopped with SIGSTOP looks so to a client).
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The real engine behind the proxy.
+const REAL_ENGINE: &str = "/var/run/docker.sock";
+
+/// Guards against a hang while waiting on a command; never a pause.
+const GUARD: Duration = Duration::from_secs(90);
+
+#[derive(Clone, Copy, PartialEq)]
+enum Behaviour {
+    /// Every connection is carried to the real engine.
+    Forward,
+    /// Connections are accepted and held, and nothing is ever answered.
+    Silent,
+}
+
+/// A unix socket in a temporary folder standing for the engine. Stopping it
+/// (or dropping it) removes the socket and cuts every connection it carried.
+struct EngineProxy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    stopped: Arc<AtomicBool>,
+    /// Both ends of every connection, to cut them when stopped.
+    connections: Arc<Mutex<Vec<UnixStream>>>,
+    acceptor: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EngineProxy {
+    fn start(behaviour: Behaviour) -> EngineProxy {
+        let dir = tempfile::Builder::new().prefix("wr-engine-").tempdir().unwrap();
+        let path = dir.path().join("docker.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let acceptor = {
+            let (stopped, connections) = (stopped.clone(), connections.clone());
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    if stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(client) = client else { continue };
+                    let mut held = connections.lock().unwrap();
+                    held.push(client.try_clone().unwrap());
+                    if behaviour == Behaviour::Silent {
+                        continue;
+                    }
+                    let Ok(engine) = UnixStream::connect(REAL_ENGINE) else { continue };
+                    held.push(engine.try_clone().unwrap());
+                    carry(client.try_clone().unwrap(), engine.try_clone().unwrap());
+                    carry(engine, client);
+                }
+            })
+        };
+        EngineProxy { _dir: dir, path, stopped, connections, acceptor: Some(acceptor) }
+    }
+
+    /// `unix://<socket>`, for `DOCKER_HOST`.
+    fn host(&self) -> String {
+        format!("unix://{}", self.path.display())
+    }
+
+    /// The engine goes away: no socket, and every connection cut.
+    fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else { return };
+        self.stopped.store(true, Ordering::SeqCst);
+        // Wakes the acceptor so it sees the flag and ends.
+        let _ = UnixStream::connect(&self.path);
+        let _ = acceptor.join();
+        let _ = std::fs::remove_file(&self.path);
+        for connection in self.connections.lock().unwrap().drain(..) {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for EngineProxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Copies `from` into `to` on a thread of its own until either side ends.
+fn carry(mut from: UnixStream, mut to: UnixStream) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+}
+
+/// Waits for `child`'s end within [`GUARD`], killing it and failing past that.
+fn finish_within_guard(child: Child, what: &str) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    rx.recv_timeout(GUARD)
+        .unwrap_or_else(|_| {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            panic!("{what} did not end within {GUARD:?}");
+        })
+        .unwrap()
+}
+
+/// The one line workroom says when the engine at `host` is gone.
+fn assert_said_only_that_docker_did_not_answer(out: &Output, host: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&format!("Docker didn't answer at {host}")), "{err}");
+    for raw in ["client error", "hyper", "Connect)"] {
+        assert!(!err.contains(raw), "the transport's words ({raw}) reached the user: {err}");
+    }
+}
+
+#[test]
+fn exec_says_docker_did_not_answer_when_the_engine_shuts_down_under_it_not_the_transports_error() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let mut engine = EngineProxy::start(Behaviour::Forward);
+    let mut child = ws
+        .command(&["exec", "--", "sh", "-c", "echo started; exec sleep 30"])
+        .env("DOCKER_HOST", engine.host())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first, "started\n", "the command did not start: {first:?}");
+    let began = Instant::now();
+    engine.stop();
+    let out = finish_within_guard(child, "exec with its engine gone");
+    assert_said_only_that_docker_did_not_answer(&out, &engine.host());
+    // It noticed the engine's end, not the command's (a 30 s sleep).
+    assert!(began.elapsed() < Duration::from_secs(25), "exec waited {:?}", began.elapsed());
+}
+
+#[test]
+fn exec_says_docker_did_not_answer_when_the_engines_socket_does_not_exist() {
+    let engine = EngineProxy::start(Behaviour::Forward);
+    let host = engine.host();
+    drop(engine);
+    let folder = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(workroom_bin());
+    cmd.args(["exec", "--workspace-folder", &folder.path().display().to_string(), "--", "true"]);
+    cmd.env("DOCKER_HOST", &host);
+    let out = output_within_guard(cmd, None, GUARD);
+    assert_said_only_that_docker_did_not_answer(&out, &host);
+}
+
+/// How long the tests let workroom wait on a silent engine
+/// (`WORKROOM_ENGINE_TIMEOUT`): past the 5 s notice, well short of the guard.
+const ENGINE_TIMEOUT_SECONDS: u64 = 8;
+
+/// Runs `cmd` (a `workroom` command) against an engine that accepts and
+/// never answers, with the bound set; checks the notice came once and the
+/// end in one line.
+fn waits_on_a_silent_engine_saying_so_once_then_gives_up(mut cmd: Command) -> Output {
+    let engine = EngineProxy::start(Behaviour::Silent);
+    cmd.env("DOCKER_HOST", engine.host()).env("WORKROOM_ENGINE_TIMEOUT", ENGINE_TIMEOUT_SECONDS.to_string());
+    let began = Instant::now();
+    let out = output_within_guard(cmd, None, GUARD);
+    let waited = began.elapsed();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    let notice = format!("waiting for the engine at {} (no answer for 5 s)", engine.host());
+    assert_eq!(err.matches(&notice).count(), 1, "the notice, once: {err}");
+    let gave_up = format!("Docker at {} gave no answer within {ENGINE_TIMEOUT_SECONDS} s", engine.host());
+    assert!(err.contains(&gave_up), "{err}");
+    assert_eq!(err.lines().count(), 2, "the notice and the end: {err}");
+    assert!(waited >= Duration::from_secs(ENGINE_TIMEOUT_SECONDS), "gave up after {waited:?}");
+    out
+}
+
+#[test]
+fn exec_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
+    let ws = Workspace::image(BUSYBOX);
+    let out = waits_on_a_silent_engine_saying_so_once_then_gives_up(ws.command(&["exec", "--", "true"]));
+    assert_eq!(out.status.code(), Some(125));
+}
+
+#[test]
+fn list_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
+    let mut list = Command::new(workroom_bin());
+    list.arg("list");
+    waits_on_a_silent_engine_saying_so_once_then_gives_up(list);
+}
+
+#[test]
+fn up_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
+    let ws = Workspace::image(BUSYBOX);
+    waits_on_a_silent_engine_saying_so_once_then_gives_up(ws.command(&["up"]));
+}
