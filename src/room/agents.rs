@@ -44,21 +44,28 @@ pub async fn list(
         bail!("{room} takes part in no peer group (`workroom up --peer` makes a room that does)");
     };
     let names = peer_plan::names(super::peers::scope_from_env().as_deref(), group, uid);
+    // Every room is asked at once: each answer is an exec (tens of ms of
+    // the engine's), and one after another they made `agents` grow with
+    // the group (0.77 s for 10 rooms, against 0.03 s for a `docker ps`).
+    let members = super::peers::group_rooms(engine, &names).await?;
+    let asks = members.iter().filter(|m| m.state == Some(ContainerSummaryStateEnum::RUNNING)).filter_map(|member| {
+        let name = summary_name(member);
+        let registry = registry_in_room(member)?;
+        Some(async move {
+            let sessions = ask(engine, member, &name, uid, &registry).await?;
+            let folder = member.labels.as_ref().and_then(|l| l.get(labels::LOCAL_FOLDER));
+            let branch = folder.and_then(|f| branch_of(Path::new(f)));
+            anyhow::Ok(
+                sessions
+                    .into_iter()
+                    .map(|session| Agent { room: name.clone(), branch: branch.clone(), session })
+                    .collect::<Vec<_>>(),
+            )
+        })
+    });
     let mut agents = Vec::new();
-    for member in super::peers::group_rooms(engine, &names).await? {
-        if member.state != Some(ContainerSummaryStateEnum::RUNNING) {
-            continue;
-        }
-        let name = summary_name(&member);
-        let Some(registry) = registry_in_room(&member) else { continue };
-        let sessions = ask(engine, &member, &name, uid, &registry).await?;
-        let folder = member.labels.as_ref().and_then(|l| l.get(labels::LOCAL_FOLDER));
-        let branch = folder.and_then(|f| branch_of(Path::new(f)));
-        agents.extend(sessions.into_iter().map(|session| Agent {
-            room: name.clone(),
-            branch: branch.clone(),
-            session,
-        }));
+    for answer in futures_util::future::join_all(asks).await {
+        agents.extend(answer?);
     }
     agents
         .sort_by(|a, b| (&a.room, a.session.label(), a.session.pid).cmp(&(&b.room, b.session.label(), b.session.pid)));
