@@ -619,12 +619,26 @@ fn a_failing_dockerfile_build_leaves_no_container_volume_or_image() {
 
 #[test]
 fn an_unsupported_run_arg_is_refused_before_the_dockerfile_is_built() {
-    let built = Built::new(json!({ "runArgs": ["--rm"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
+    let built =
+        Built::new(json!({ "runArgs": ["--cidfile", "/tmp/id"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
     let out = built.ws.workroom(&["up"]);
-    assert_refused(&out, &["`--rm` cannot apply to a room"]);
+    assert_refused(&out, &["`--cidfile` cannot apply to a room"]);
     assert!(!stderr(&out).contains("Step 1/"), "the build ran: {}", stderr(&out));
     assert!(!built.tag_exists());
     assert_eq!(built.labelled_images(), Vec::<String>::new());
+}
+
+#[test]
+fn run_args_rm_and_name_as_real_configs_have_them_are_not_refused_and_up_warns_the_room_keeps_its_name_and_life() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "runArgs": ["--rm", "--name", "x"] }));
+    let out = ws.up();
+    let err = stderr(&out);
+    assert!(err.contains("warning: runArgs: `--rm` is ignored: a room outlives its stops"), "{err}");
+    let name = ws.room_name();
+    assert!(err.contains(&format!("warning: runArgs: `--name x` is ignored: the room keeps its name {name}")), "{err}");
+    let named = docker_ok(&["inspect", "--format", "{{.Name}} {{.HostConfig.AutoRemove}}", &name]);
+    assert_eq!(named.trim(), format!("/{name} false"));
+    assert_eq!(ws.exec_ok(&["echo", "in"]), "in\n");
 }
 
 #[test]

@@ -125,7 +125,13 @@ pub fn plan_with_peers(
     let run = run_args::parse(&m.run_args, &loaded.workspace.local_folder, &run_args::RealHost)
         .map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
     let remote_user = remote_user(merged, facts);
-    let mut warnings = Vec::new();
+    let mut warnings = run.ignored.clone();
+    if let Some(asked) = &run.name {
+        warnings.push(format!(
+            "runArgs: `--name {asked}` is ignored: the room keeps its name {name} (workroom names its rooms \
+             and finds them by their labels); `workroom up --name NAME` names a room"
+        ));
+    }
 
     let mut specs: Vec<(String, MountSpec)> = Vec::new();
     if let Some(ws) = &loaded.workspace.mount {

@@ -121,9 +121,24 @@ fn app_port_numbers_publish_on_loopback_only() {
 
 #[test]
 fn an_unsupported_run_arg_is_refused_naming_the_config_and_flag() {
-    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--name", "mine"]}"#);
+    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--cidfile", "/tmp/id"]}"#);
     let err = plan("room", "i", &l, &ImageFacts::default()).unwrap_err().to_string();
-    assert!(err.contains(".devcontainer.json: runArgs: `--name` cannot apply to a room: "), "{err}");
+    assert!(err.contains(".devcontainer.json: runArgs: `--cidfile` cannot apply to a room: "), "{err}");
+}
+
+#[test]
+fn run_args_rm_and_name_are_not_refused_and_each_gets_a_warning_that_the_room_keeps_its_own_name_and_life() {
+    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--rm", "--name", "mine"]}"#);
+    let p = plan("workroom-room", "i", &l, &ImageFacts::default()).unwrap();
+    assert_eq!(p.name, "workroom-room", "the room keeps the name workroom gives it");
+    assert!(p.warnings.iter().any(|w| w.starts_with("runArgs: `--rm` is ignored: ")), "{:?}", p.warnings);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.starts_with("runArgs: `--name mine` is ignored: the room keeps its name workroom-room")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]
