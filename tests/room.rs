@@ -642,6 +642,32 @@ fn run_args_rm_and_name_as_real_configs_have_them_are_not_refused_and_up_warns_t
 }
 
 #[test]
+fn a_workspace_folder_outside_the_workspace_mount_is_warned_at_up_and_exec_says_the_folder_is_missing_not_sh() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "workspaceFolder": "/w" }));
+    let out = ws.up();
+    let err = stderr(&out);
+    let target = format!("/workspaces/{}", ws.path().file_name().unwrap().to_str().unwrap());
+    assert!(
+        err.contains(&format!("warning: `workspaceFolder` /w is not inside the workspace mount at {target}: ")),
+        "{err}"
+    );
+    let name = ws.room_name();
+    for argv in [&["true"][..], &["sh", "-c", "true"]] {
+        let out = ws.exec(argv);
+        assert_eq!(code(&out), 126, "{}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.starts_with(&format!(
+                "workroom: cannot run `{}` in {name}: its working folder /w does not exist in the room; ",
+                argv[0]
+            )),
+            "{said}"
+        );
+        assert_eq!(said.lines().count(), 1, "{said}");
+    }
+}
+
+#[test]
 fn a_room_whose_start_fails_is_removed_with_the_volume_it_made() {
     let volume = Volume::new();
     // The engine creates the container (and the volume), then cannot start
