@@ -300,3 +300,22 @@ fn after_a_docker_restart_of_a_peer_room_up_forwards_the_ssh_agent_again_and_por
     docker_ok(&["rm", "-f", &ws.room_name()]);
     eventually("the forwarder to end with its room", AGENT_READY_WAIT, || !alive(&after));
 }
+
+#[test]
+fn a_missing_remote_or_container_user_with_peers_on_is_refused_in_one_line_without_a_peer_messaging_warning() {
+    for property in ["remoteUser", "containerUser"] {
+        let scope = PeerScope::new("nouser");
+        let ws = scope.workspace(serde_json::json!({ "image": DEBIAN, property: "nosuchuser" }));
+        let out = ws.workroom(&["up"]);
+        assert_eq!(out.status.code(), Some(2), "{property}: {}", stderr(&out));
+        let err = stderr(&out);
+        let refusal =
+            format!("`{property}` names user \"nosuchuser\", which the image does not have; the image's users are ");
+        assert_eq!(err.lines().count(), 1, "{property}: the refusal is the only line: {err}");
+        assert!(err.starts_with("workroom: ") && err.contains(&refusal), "{property}: {err}");
+        assert_eq!(ws.containers(), Vec::<String>::new(), "{property}: no room is left");
+        let filter = format!("label=workroom.scope={}", scope.scope);
+        let volumes = docker_ok(&["volume", "ls", "-q", "--filter", &filter]);
+        assert_eq!(volumes.trim(), "", "{property}: no volume is left");
+    }
+}

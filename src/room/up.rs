@@ -489,8 +489,14 @@ pub(super) async fn room_plan(
         let user = create::remote_user(&metadata.merged, facts);
         let update_uid = metadata.merged.update_remote_user_uid.unwrap_or(true);
         let (group, registry) = (&options.peer_group, &options.peer_registry);
-        match peers::prepare(engine, scope, group, image, &user, update_uid, registry).await {
+        let config = loaded.config_path.display().to_string();
+        let users =
+            peers::RoomUsers { remote: &user, update_uid, config: &config, named: named_users(&metadata.merged) };
+        match peers::prepare(engine, scope, group, image, &users, registry).await {
             Ok(p) => Some(p),
+            // A user the image lacks: the room could not run; its refusal
+            // is the one line, with nothing made.
+            Err(e) if e.downcast_ref::<super::users::MissingUser>().is_some() => return Err(e),
             Err(e) => {
                 // Never blocks `up`: the room is made without peers, and the
                 // next reattach says so until it is recreated.
@@ -583,11 +589,16 @@ fn blamed(loaded: &Loaded, e: EngineError) -> anyhow::Error {
 
 /// The users the config names must be the image's: one missing would make
 /// every exec, pane and hook fail, so the room is refused (and removed).
-async fn check_users(link: &RoomLink, loaded: &Loaded, m: &metadata::Merged) -> anyhow::Result<()> {
-    let wanted: Vec<(&'static str, &str)> = [("remoteUser", &m.remote_user), ("containerUser", &m.container_user)]
+/// The users the configuration names (property, user spec).
+fn named_users(m: &metadata::Merged) -> Vec<(&'static str, &str)> {
+    [("remoteUser", &m.remote_user), ("containerUser", &m.container_user)]
         .into_iter()
         .filter_map(|(property, user)| Some((property, user.as_deref().filter(|u| !u.is_empty())?)))
-        .collect();
+        .collect()
+}
+
+async fn check_users(link: &RoomLink, loaded: &Loaded, m: &metadata::Merged) -> anyhow::Result<()> {
+    let wanted = named_users(m);
     if wanted.is_empty() {
         return Ok(());
     }
