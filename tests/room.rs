@@ -668,6 +668,24 @@ fn a_workspace_folder_outside_the_workspace_mount_is_warned_at_up_and_exec_says_
 }
 
 #[test]
+fn a_refused_up_in_volume_mode_leaves_no_workspace_volume_behind() {
+    for (config, says) in [
+        (json!({ "image": BUSYBOX, "remoteUser": "nosuchuser" }), "`remoteUser` names user \"nosuchuser\""),
+        (json!({ "image": BUSYBOX, "runArgs": ["--memory", "1k"] }), "emory"),
+    ] {
+        let ws = Workspace::new(config);
+        let volume = format!("workroom-ws-{}", ws.room_name().trim_start_matches("workroom-"));
+        let out = ws.workroom(&["up", "--workspace", "volume"]);
+        let left = docker(&["volume", "inspect", &volume]).status.success();
+        let _ = docker(&["volume", "rm", "-f", &volume]);
+        assert_ne!(code(&out), 0, "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        assert_eq!(ws.containers(), Vec::<String>::new());
+        assert!(!left, "{volume} was left behind by: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn a_room_whose_start_fails_is_removed_with_the_volume_it_made() {
     let volume = Volume::new();
     // The engine creates the container (and the volume), then cannot start

@@ -428,7 +428,10 @@ async fn create_room(
                     bail!("{name} is taken but cannot be inspected (another workroom creating it?); try `up` again");
                 }
             }
-            Err(e) => return Err(blamed(loaded, e)),
+            Err(e) => {
+                remove_volumes_made(engine, &plan.named_volumes, &volumes_before).await;
+                return Err(blamed(loaded, e));
+            }
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -459,6 +462,15 @@ async fn create_room(
             }
             Err(e.context(format!("{name} was not made (removed again)")))
         }
+    }
+}
+
+/// Removes the named volumes a refused create leaves (the workspace volume
+/// of volume mode among them), all but those that were there before this
+/// `up`: those are a removed room's truth and are kept.
+async fn remove_volumes_made(engine: &Engine, volumes: &[String], before: &[String]) {
+    for v in volumes.iter().filter(|v| !before.contains(v)) {
+        let _ = engine.remove_volume(v).await;
     }
 }
 
