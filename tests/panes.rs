@@ -652,3 +652,20 @@ fn an_exited_pane_survives_a_hand_off_with_its_status_and_screen() {
     assert_eq!(panes.len(), 1, "{panes:?}");
     assert_eq!(panes[0]["name"], "live");
 }
+
+#[test]
+fn wait_for_a_pattern_anchored_at_a_line_end_matches_that_line_not_only_the_screen_end() {
+    let ws = Workspace::image(BUSYBOX);
+    // The pane lives on so `wait` reads a live screen with blank rows below.
+    let script = "echo probe-$((40+2)); echo next-$((3+4)); sleep 600";
+    succeeds(&ws, &["shell", "-d", "probe", "--", "sh", "-c", script]);
+    succeeds(&ws, &["wait", "probe", "--for", "next-7", "--timeout", "60"]);
+
+    assert_eq!(succeeds(&ws, &["wait", "probe", "--for", "probe-42$", "--timeout", "10"]), "probe-42\n");
+    assert_eq!(succeeds(&ws, &["wait", "probe", "--for", "^probe-42$", "--timeout", "10"]), "probe-42\n");
+    assert_eq!(succeeds(&ws, &["wait", "probe", "--for", "^next-7$", "--timeout", "10"]), "next-7\n");
+    // A pattern may still span lines: the screen is one text, lines joined by `\n`.
+    let across = succeeds(&ws, &["wait", "probe", "--for", r"probe-42\nnext-7$", "--timeout", "10"]);
+    assert_eq!(across, "probe-42\nnext-7\n", "a match over two lines prints both");
+    succeeds(&ws, &["kill-pane", "probe"]);
+}

@@ -333,3 +333,22 @@ fn rooms_brought_up_at_once_in_a_new_group_all_join_it() {
         }
     }
 }
+
+#[test]
+fn a_missing_remote_or_container_user_with_peers_on_is_refused_in_one_line_without_a_peer_messaging_warning() {
+    for property in ["remoteUser", "containerUser"] {
+        let scope = PeerScope::new("nouser");
+        let ws = scope.workspace(serde_json::json!({ "image": DEBIAN, property: "nosuchuser" }));
+        let out = ws.workroom(&["up"]);
+        assert_eq!(out.status.code(), Some(2), "{property}: {}", stderr(&out));
+        let err = stderr(&out);
+        let refusal =
+            format!("`{property}` names user \"nosuchuser\", which the image does not have; the image's users are ");
+        assert_eq!(err.lines().count(), 1, "{property}: the refusal is the only line: {err}");
+        assert!(err.starts_with("workroom: ") && err.contains(&refusal), "{property}: {err}");
+        assert_eq!(ws.containers(), Vec::<String>::new(), "{property}: no room is left");
+        let filter = format!("label=workroom.scope={}", scope.scope);
+        let volumes = docker_ok(&["volume", "ls", "-q", "--filter", &filter]);
+        assert_eq!(volumes.trim(), "", "{property}: no volume is left");
+    }
+}

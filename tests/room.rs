@@ -647,12 +647,70 @@ fn a_failing_dockerfile_build_leaves_no_container_volume_or_image() {
 
 #[test]
 fn an_unsupported_run_arg_is_refused_before_the_dockerfile_is_built() {
-    let built = Built::new(json!({ "runArgs": ["--rm"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
+    let built =
+        Built::new(json!({ "runArgs": ["--cidfile", "/tmp/id"] }), &format!("FROM {DEBIAN}\nLABEL {{label}}\n"));
     let out = built.ws.workroom(&["up"]);
-    assert_refused(&out, &["`--rm` cannot apply to a room"]);
+    assert_refused(&out, &["`--cidfile` cannot apply to a room"]);
     assert!(!stderr(&out).contains("Step 1/"), "the build ran: {}", stderr(&out));
     assert!(!built.tag_exists());
     assert_eq!(built.labelled_images(), Vec::<String>::new());
+}
+
+#[test]
+fn run_args_rm_and_name_as_real_configs_have_them_are_not_refused_and_up_warns_the_room_keeps_its_name_and_life() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "runArgs": ["--rm", "--name", "x"] }));
+    let out = ws.up();
+    let err = stderr(&out);
+    assert!(err.contains("warning: runArgs: `--rm` is ignored: a room outlives its stops"), "{err}");
+    let name = ws.room_name();
+    assert!(err.contains(&format!("warning: runArgs: `--name x` is ignored: the room keeps its name {name}")), "{err}");
+    let named = docker_ok(&["inspect", "--format", "{{.Name}} {{.HostConfig.AutoRemove}}", &name]);
+    assert_eq!(named.trim(), format!("/{name} false"));
+    assert_eq!(ws.exec_ok(&["echo", "in"]), "in\n");
+}
+
+#[test]
+fn a_workspace_folder_outside_the_workspace_mount_is_warned_at_up_and_exec_says_the_folder_is_missing_not_sh() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "workspaceFolder": "/w" }));
+    let out = ws.up();
+    let err = stderr(&out);
+    let target = format!("/workspaces/{}", ws.path().file_name().unwrap().to_str().unwrap());
+    assert!(
+        err.contains(&format!("warning: `workspaceFolder` /w is not inside the workspace mount at {target}: ")),
+        "{err}"
+    );
+    let name = ws.room_name();
+    for argv in [&["true"][..], &["sh", "-c", "true"]] {
+        let out = ws.exec(argv);
+        assert_eq!(code(&out), 126, "{}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.starts_with(&format!(
+                "workroom: cannot run `{}` in {name}: its working folder /w does not exist in the room; ",
+                argv[0]
+            )),
+            "{said}"
+        );
+        assert_eq!(said.lines().count(), 1, "{said}");
+    }
+}
+
+#[test]
+fn a_refused_up_in_volume_mode_leaves_no_workspace_volume_behind() {
+    for (config, says) in [
+        (json!({ "image": BUSYBOX, "remoteUser": "nosuchuser" }), "`remoteUser` names user \"nosuchuser\""),
+        (json!({ "image": BUSYBOX, "runArgs": ["--memory", "1k"] }), "emory"),
+    ] {
+        let ws = Workspace::new(config);
+        let volume = format!("workroom-ws-{}", ws.room_name().trim_start_matches("workroom-"));
+        let out = ws.workroom(&["up", "--workspace", "volume"]);
+        let left = docker(&["volume", "inspect", &volume]).status.success();
+        let _ = docker(&["volume", "rm", "-f", &volume]);
+        assert_ne!(code(&out), 0, "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        assert_eq!(ws.containers(), Vec::<String>::new());
+        assert!(!left, "{volume} was left behind by: {}", stderr(&out));
+    }
 }
 
 #[test]

@@ -310,7 +310,7 @@ const EXIT_NOT_EXECUTABLE: i32 = 126;
 const EXIT_NOT_FOUND: i32 = 127;
 
 /// Why the engine, not the command, failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum EngineFailure {
     /// A bare name the remote user's PATH does not hold.
     NotInPath,
@@ -318,21 +318,29 @@ enum EngineFailure {
     /// whose `#!` interpreter does not.
     NoSuchFile,
     NotExecutable,
+    /// The working folder (the folder, when the engine named it) is not in
+    /// the room: the program was never looked for.
+    NoFolder(Option<String>),
 }
 
 impl EngineFailure {
-    fn code(self) -> i32 {
+    fn code(&self) -> i32 {
         match self {
             EngineFailure::NotInPath | EngineFailure::NoSuchFile => EXIT_NOT_FOUND,
-            EngineFailure::NotExecutable => EXIT_NOT_EXECUTABLE,
+            EngineFailure::NotExecutable | EngineFailure::NoFolder(_) => EXIT_NOT_EXECUTABLE,
         }
     }
 
-    fn explain(self) -> &'static str {
+    fn explain(&self) -> String {
         match self {
-            EngineFailure::NotInPath => "not found in the PATH",
-            EngineFailure::NoSuchFile => "no such file (or its #! interpreter is missing)",
-            EngineFailure::NotExecutable => "not executable",
+            EngineFailure::NotInPath => "not found in the PATH".into(),
+            EngineFailure::NoSuchFile => "no such file (or its #! interpreter is missing)".into(),
+            EngineFailure::NotExecutable => "not executable".into(),
+            EngineFailure::NoFolder(folder) => format!(
+                "its working folder {}does not exist in the room; `workspaceFolder` must be a folder the room has \
+                 (inside the workspace mount, as `workroom up` warns)",
+                folder.as_deref().map(|f| format!("{f} ")).unwrap_or_default()
+            ),
         }
     }
 }
@@ -344,6 +352,12 @@ impl EngineFailure {
 fn engine_exec_failure(code: i32, program: &str, said: &str) -> Option<EngineFailure> {
     if !(code == EXIT_NOT_EXECUTABLE || code == EXIT_NOT_FOUND) || !said.contains(ENGINE_EXEC_FAILED) {
         return None;
+    }
+    // runc's "chdir to cwd (\"/w\") set in config.json failed: no such file
+    // or directory" is the folder's ENOENT, not the program's.
+    if let Some(at) = said.find("chdir to ") {
+        let folder = said[at..].split_once("cwd (\"").and_then(|(_, rest)| rest.split_once("\")")).map(|(f, _)| f);
+        return Some(EngineFailure::NoFolder(folder.map(str::to_string)));
     }
     Some(if said.contains("executable file not found") && !program.contains('/') {
         EngineFailure::NotInPath
@@ -362,8 +376,8 @@ mod tests {
     fn a_program_the_engine_cannot_find_is_127_even_when_docker_says_126() {
         let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown";
         assert_eq!(engine_exec_failure(126, "nope", said), Some(EngineFailure::NotInPath));
-        assert_eq!(engine_exec_failure(127, "nope", said).map(EngineFailure::code), Some(127));
-        assert_eq!(engine_exec_failure(126, "nope", said).map(EngineFailure::code), Some(127));
+        assert_eq!(engine_exec_failure(127, "nope", said).map(|f| f.code()), Some(127));
+        assert_eq!(engine_exec_failure(126, "nope", said).map(|f| f.code()), Some(127));
     }
 
     #[test]
@@ -379,6 +393,19 @@ mod tests {
     fn a_program_the_engine_cannot_execute_is_126() {
         let said = "OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc/passwd\": permission denied: unknown";
         assert_eq!(engine_exec_failure(126, "/etc/passwd", said), Some(EngineFailure::NotExecutable));
+    }
+
+    #[test]
+    fn a_working_folder_missing_from_the_room_is_named_not_taken_for_a_missing_program() {
+        let said = "OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/w\") set in config.json failed: no such file or directory: unknown";
+        let failure = engine_exec_failure(126, "sh", said).unwrap();
+        assert_eq!(failure, EngineFailure::NoFolder(Some("/w".into())));
+        assert_eq!(failure.code(), 126);
+        assert!(
+            failure.explain().starts_with("its working folder /w does not exist in the room"),
+            "{}",
+            failure.explain()
+        );
     }
 
     #[test]

@@ -252,7 +252,9 @@ pub enum Cmd {
         room: RoomArgs,
         #[arg(default_value = "main")]
         pane: String,
-        /// The regular expression (Rust's regex syntax).
+        /// The regular expression (Rust's regex syntax), matched on the screen as
+        /// lines joined by newlines: `^` and `$` match at each line's start and end,
+        /// and a pattern may span lines with `\n`.
         #[arg(long = "for", value_name = "REGEX")]
         pattern: String,
         /// Give up after S seconds.

@@ -5,7 +5,8 @@
 //!
 //! `wait` asks the daemon for the screen each time it changed (the daemon
 //! holds the question until a change), and matches the regex here: the
-//! daemon stays small, and a pattern never runs in the room. On a pane
+//! daemon stays small, and a pattern never runs in the room. `^` and `$`
+//! match at each line's ends, as a person reads a screen. On a pane
 //! whose program exited, `wait` fails at once if its screen does not match.
 
 use super::RoomArgs;
@@ -97,7 +98,7 @@ pub async fn wait(
     timeout: Option<f64>,
     as_json: bool,
 ) -> anyhow::Result<i32> {
-    let regex = regex::Regex::new(pattern).with_context(|| format!("--for {pattern:?} is not a regular expression"))?;
+    let regex = screen_regex(pattern)?;
     let limit = match timeout {
         Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => bail!("--timeout {s}: give seconds, e.g. 30 or 0.5"),
@@ -141,6 +142,18 @@ pub async fn wait(
         }
         since = Some(changes);
     }
+}
+
+/// `--for` as a person reads a screen: `^` and `$` at each line's start
+/// and end, not only the screen's (whose last rows are mostly blank). The
+/// screen stays one text, its lines joined by `\n`, so a pattern may still
+/// span lines.
+fn screen_regex(pattern: &str) -> anyhow::Result<regex::Regex> {
+    regex::RegexBuilder::new(pattern)
+        .multi_line(true)
+        .crlf(true)
+        .build()
+        .with_context(|| format!("--for {pattern:?} is not a regular expression"))
 }
 
 /// tmux's `send-keys` words: a key name (`Enter`, `Tab`, `Escape`, `Up`,
@@ -212,5 +225,17 @@ mod tests {
         assert_eq!(key_bytes(&words(&["echo hi", "Enter"])), "echo hi\r");
         assert_eq!(key_bytes(&words(&["C-c", "C-[", "M-x", "Up", "F5"])), "\x03\x1b\x1bx\x1b[A\x1b[15~");
         assert_eq!(key_bytes(&words(&["Enterprise", "C-", "C-cc"])), "EnterpriseC-C-cc");
+    }
+
+    #[test]
+    fn a_for_pattern_anchors_at_each_lines_ends_and_may_still_span_lines() {
+        let screen = "$ run\r\nprobe-42\nnext-7\n\n\n";
+        let found = |p: &str| screen_regex(p).unwrap().find(screen).map(|m| m.as_str().to_string());
+        assert_eq!(found("probe-42$").as_deref(), Some("probe-42"));
+        assert_eq!(found("^probe-42$").as_deref(), Some("probe-42"));
+        assert_eq!(found("^run$"), None, "a line is anchored whole");
+        assert_eq!(found("^\\$ run$").as_deref(), Some("$ run"), "a CR before the line's end is its end");
+        assert_eq!(found("probe-42\nnext").as_deref(), Some("probe-42\nnext"));
+        assert!(screen_regex("(").is_err());
     }
 }

@@ -18,6 +18,7 @@ use bollard::models::{
     PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use std::collections::HashMap;
+use std::path::Path;
 use workroomd::room;
 
 /// What the plan needs to know of the image (from one inspect).
@@ -125,7 +126,13 @@ pub fn plan_with_peers(
     let run = run_args::parse(&m.run_args, &loaded.workspace.local_folder, &run_args::RealHost)
         .map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
     let remote_user = remote_user(merged, facts);
-    let mut warnings = Vec::new();
+    let mut warnings = run.ignored.clone();
+    if let Some(asked) = &run.name {
+        warnings.push(format!(
+            "runArgs: `--name {asked}` is ignored: the room keeps its name {name} (workroom names its rooms \
+             and finds them by their labels); `workroom up --name NAME` names a room"
+        ));
+    }
 
     let mut specs: Vec<(String, MountSpec)> = Vec::new();
     if let Some(ws) = &loaded.workspace.mount {
@@ -167,6 +174,9 @@ pub fn plan_with_peers(
             "runArgs".into(),
             MountSpec { kind: "volume".into(), target: WORKROOM_DIR.into(), ..Default::default() },
         ));
+    }
+    if let Some(warning) = folder_outside_the_workspace(&loaded.workspace.folder, &specs) {
+        warnings.push(warning);
     }
     let named_volumes =
         specs.iter().filter(|(_, s)| s.kind == "volume").filter_map(|(_, s)| s.source.clone()).collect();
@@ -280,6 +290,24 @@ pub fn plan_with_peers(
         platform: run.platform.clone(),
         git,
     })
+}
+
+/// `workspaceFolder` outside the workspace mount (and every other mount):
+/// `exec` and the hooks run there, and it exists only if the image has it,
+/// which otherwise fails every `exec` at its start. Said at `up`, naming
+/// both paths; a room without a workspace mount works in the image's own
+/// folders, so nothing is said.
+fn folder_outside_the_workspace(folder: &str, specs: &[(String, MountSpec)]) -> Option<String> {
+    let (_, workspace) = specs.iter().find(|(property, _)| property == "workspaceMount")?;
+    let inside = |target: &str| Path::new(folder).starts_with(target);
+    if specs.iter().any(|(_, s)| inside(&s.target)) {
+        return None;
+    }
+    Some(format!(
+        "`workspaceFolder` {folder} is not inside the workspace mount at {}: commands run in {folder}, \
+         which is there only if the image has it; set `workspaceFolder` under {} or `workspaceMount`'s target to it",
+        workspace.target, workspace.target
+    ))
 }
 
 impl CreatePlan {

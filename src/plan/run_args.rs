@@ -2,7 +2,8 @@
 //! docker CLI maps them. Every flag with a field in the request is taken, in
 //! its long (`--memory 4g`, `--memory=4g`) and short (`-m 4g`, `-m4g`, `-it`)
 //! spellings. A flag the docker CLI acts on itself (`-i`, `-t`, `--detach`) is
-//! accepted and has nothing to do. What truly cannot apply to a room is
+//! accepted and has nothing to do; `--rm` and `--name`, which the reference
+//! accepts, are taken and left out with a warning. What truly cannot apply to a room is
 //! refused by name with the reason, before anything is made: silently
 //! dropping a flag the user relies on is worse than saying so.
 //!
@@ -47,6 +48,12 @@ pub struct RunArgs {
     /// `--link-local-ip`, `--network-alias` and `--mac-address` give it.
     pub network: Option<String>,
     pub endpoint: Option<EndpointSettings>,
+    /// `--name`: the reference accepts it, but workroom names its rooms
+    /// (and finds them by their labels); kept so the plan can say the room
+    /// keeps its own name.
+    pub name: Option<String>,
+    /// Flags taken and left out, each a line saying what happens instead.
+    pub ignored: Vec<String>,
     /// Every other field a flag sets, in the engine's own types.
     pub host: HostConfig,
     pub body: ContainerCreateBody,
@@ -223,9 +230,12 @@ fn boolean(out: &mut RunArgs, written: &str, name: &str, on: bool) -> Result<(),
         "no-healthcheck" if on => {
             out.body.healthcheck = Some(HealthConfig { test: Some(vec!["NONE".into()]), ..Default::default() })
         }
-        "rm" if on => {
-            return unsupported("a room outlives its stops (restart policy unless-stopped); `workroom down` removes it")
-        }
+        // Refusing it would refuse configs the reference runs; the room
+        // simply is not removed at its stop.
+        "rm" if on => out.ignored.push(format!(
+            "runArgs: `{written}` is ignored: a room outlives its stops (restart policy unless-stopped); \
+             `workroom down` removes it"
+        )),
         "use-api-socket" if on => {
             return unsupported("it is the docker CLI's own mount of its socket; mount the socket in `mounts` instead")
         }
@@ -577,11 +587,7 @@ impl Flag<'_> {
                 return Err(self
                     .unsupported("workroom pulls an image only when it is missing; `docker pull IMAGE` refreshes it"))
             }
-            "name" => {
-                return Err(self.unsupported(
-                    "workroom names the room so it can find it again; `workroom up --name NAME` makes a named room",
-                ))
-            }
+            "name" => out.name = Some(v.to_string()),
             "cidfile" => {
                 return Err(
                     self.unsupported("the docker CLI writes that file; `workroom up --json` prints the container id")

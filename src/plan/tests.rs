@@ -96,6 +96,34 @@ fn the_workspace_and_config_mounts_become_engine_mounts_and_named_volumes_are_li
 }
 
 #[test]
+fn a_workspace_folder_outside_the_workspace_mount_is_a_warning_naming_both_paths() {
+    let (d, l) = loaded(r#"{"image": "i", "workspaceFolder": "/w"}"#);
+    let p = plan("room", "i", &l, &ImageFacts::default()).unwrap();
+    let target = format!("/workspaces/{}", d.path().file_name().unwrap().to_str().unwrap());
+    let said: Vec<_> = p.warnings.iter().filter(|w| w.contains("workspaceFolder")).collect();
+    assert_eq!(said.len(), 1, "{:?}", p.warnings);
+    assert!(said[0].contains("`workspaceFolder` /w is not inside the workspace mount"), "{}", said[0]);
+    assert!(said[0].contains(&target), "{} names {target}", said[0]);
+
+    // Inside the mount, or inside another mount, or with no workspace mount
+    // (the image's own folder): nothing to say.
+    for config in [
+        r#"{"image": "i"}"#.to_string(),
+        r#"{"image": "i", "workspaceFolder": "/workspaces/${localWorkspaceFolderBasename}/sub"}"#.into(),
+        r#"{"image": "i", "workspaceFolder": "/data/x", "mounts": ["source=v,target=/data,type=volume"]}"#.into(),
+        r#"{"image": "i", "workspaceFolder": "/app", "workspaceMount": ""}"#.into(),
+    ] {
+        let (_d, l) = loaded(&config);
+        let p = plan("room", "i", &l, &ImageFacts::default()).unwrap();
+        assert!(!p.warnings.iter().any(|w| w.contains("workspaceFolder")), "{config}: {:?}", p.warnings);
+    }
+    // A folder beside the mount that only shares its prefix is outside it.
+    let (_d, l) = loaded(r#"{"image": "i", "workspaceFolder": "/workspaces/${localWorkspaceFolderBasename}-other"}"#);
+    let p = plan("room", "i", &l, &ImageFacts::default()).unwrap();
+    assert!(p.warnings.iter().any(|w| w.contains("workspaceFolder")), "{:?}", p.warnings);
+}
+
+#[test]
 fn container_env_cap_add_and_security_opt_reach_the_request() {
     let (_d, l) = loaded(
         r#"{"image": "i", "containerEnv": {"A": "1"}, "capAdd": ["SYS_PTRACE"], "securityOpt": ["seccomp=unconfined"],
@@ -121,9 +149,24 @@ fn app_port_numbers_publish_on_loopback_only() {
 
 #[test]
 fn an_unsupported_run_arg_is_refused_naming_the_config_and_flag() {
-    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--name", "mine"]}"#);
+    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--cidfile", "/tmp/id"]}"#);
     let err = plan("room", "i", &l, &ImageFacts::default()).unwrap_err().to_string();
-    assert!(err.contains(".devcontainer.json: runArgs: `--name` cannot apply to a room: "), "{err}");
+    assert!(err.contains(".devcontainer.json: runArgs: `--cidfile` cannot apply to a room: "), "{err}");
+}
+
+#[test]
+fn run_args_rm_and_name_are_not_refused_and_each_gets_a_warning_that_the_room_keeps_its_own_name_and_life() {
+    let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--rm", "--name", "mine"]}"#);
+    let p = plan("workroom-room", "i", &l, &ImageFacts::default()).unwrap();
+    assert_eq!(p.name, "workroom-room", "the room keeps the name workroom gives it");
+    assert!(p.warnings.iter().any(|w| w.starts_with("runArgs: `--rm` is ignored: ")), "{:?}", p.warnings);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.starts_with("runArgs: `--name mine` is ignored: the room keeps its name workroom-room")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]

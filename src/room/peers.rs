@@ -16,7 +16,7 @@ use bollard::models::{ContainerCreateBody, ContainerSummary, HostConfig, Mount, 
 use std::collections::HashMap;
 use std::path::Path;
 use workroomd::proto::{Request, Response};
-use workroomd::users::{self, PasswdEntry};
+use workroomd::users::{self, GroupEntry, PasswdEntry};
 
 /// This install's scope: `WORKROOM_SCOPE` from the environment.
 pub fn scope_from_env() -> Option<String> {
@@ -37,6 +37,18 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
+/// The room's users as its configuration names them.
+pub struct RoomUsers<'a> {
+    /// Whose home and ids the room's sessions get.
+    pub remote: &'a str,
+    /// `updateRemoteUserUID`.
+    pub update_uid: bool,
+    /// The configuration file, and the users it names (property, user),
+    /// each refused when the image lacks it.
+    pub config: &'a str,
+    pub named: Vec<(&'static str, &'a str)>,
+}
+
 /// Decides the room's home and session uid from the image's passwd, then
 /// makes sure the anchor of its group (`group` and that uid) runs, the
 /// group's volume exists and is initialised, and its registry folder
@@ -46,15 +58,20 @@ pub async fn prepare(
     scope: Option<&str>,
     group: &str,
     image: &str,
-    remote_user: &str,
-    update_uid: bool,
+    room_users: &RoomUsers<'_>,
     registry_root: &Path,
 ) -> anyhow::Result<Prepared> {
+    let RoomUsers { remote: remote_user, update_uid, .. } = *room_users;
     let mut warnings = Vec::new();
     let passwd = if remote_user == "root" || remote_user == "0" {
         Vec::new()
     } else {
-        image_passwd(engine, scope, image).await.context("read the image's /etc/passwd")?
+        let (passwd, groups) = image_users(engine, scope, image).await.context("read the image's /etc/passwd")?;
+        // A user the image lacks is refused (after the start, by the
+        // daemon's reading); refused here, before anything is made, its
+        // refusal is the only line rather than following a peer warning.
+        super::users::check(room_users.config, &room_users.named, &passwd, &groups)?;
+        passwd
     };
     let home = peers::home_of(remote_user, &passwd)
         .with_context(|| format!("{image} has no home folder for {remote_user} in /etc/passwd"))?;
@@ -294,7 +311,11 @@ async fn init_volume(engine: &Engine, names: &Names, image: &str, owner: &str) -
 }
 
 /// The image's /etc/passwd, read from a created, never started container.
-async fn image_passwd(engine: &Engine, scope: Option<&str>, image: &str) -> anyhow::Result<Vec<PasswdEntry>> {
+async fn image_users(
+    engine: &Engine,
+    scope: Option<&str>,
+    image: &str,
+) -> anyhow::Result<(Vec<PasswdEntry>, Vec<GroupEntry>)> {
     let mut job_labels = peers::scope_labels(scope);
     job_labels.insert(peers::JOB_LABEL.into(), "passwd-probe".into());
     let body = ContainerCreateBody {
@@ -306,9 +327,11 @@ async fn image_passwd(engine: &Engine, scope: Option<&str>, image: &str) -> anyh
         ..Default::default()
     };
     let id = engine.create_container(&job_name("passwd"), body).await?;
-    let text = engine.read_file(&id, "/etc/passwd").await;
+    let passwd = engine.read_file(&id, "/etc/passwd").await;
+    let groups = engine.read_file(&id, "/etc/group").await;
     engine.remove(&id, true).await?;
-    Ok(users::parse_passwd(&String::from_utf8_lossy(&text?.unwrap_or_default())))
+    let text = |read: Option<Vec<u8>>| String::from_utf8_lossy(&read.unwrap_or_default()).into_owned();
+    Ok((users::parse_passwd(&text(passwd?)), users::parse_group(&text(groups?))))
 }
 
 fn job_name(what: &str) -> String {

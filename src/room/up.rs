@@ -442,7 +442,10 @@ async fn create_room(
                     bail!("{name} is taken but cannot be inspected (another workroom creating it?); try `up` again");
                 }
             }
-            Err(e) => return Err(blamed(loaded, e)),
+            Err(e) => {
+                remove_volumes_made(engine, &plan.named_volumes, &volumes_before).await;
+                return Err(blamed(loaded, e));
+            }
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -476,6 +479,15 @@ async fn create_room(
     }
 }
 
+/// Removes the named volumes a refused create leaves (the workspace volume
+/// of volume mode among them), all but those that were there before this
+/// `up`: those are a removed room's truth and are kept.
+async fn remove_volumes_made(engine: &Engine, volumes: &[String], before: &[String]) {
+    for v in volumes.iter().filter(|v| !before.contains(v)) {
+        let _ = engine.remove_volume(v).await;
+    }
+}
+
 /// What any room is made from, whoever makes it (the engine for image and
 /// Dockerfile rooms, the compose program for compose rooms).
 pub(super) struct RoomPlan {
@@ -503,8 +515,14 @@ pub(super) async fn room_plan(
         let user = create::remote_user(&metadata.merged, facts);
         let update_uid = metadata.merged.update_remote_user_uid.unwrap_or(true);
         let (group, registry) = (&options.peer_group, &options.peer_registry);
-        match peers::prepare(engine, scope, group, image, &user, update_uid, registry).await {
+        let config = loaded.config_path.display().to_string();
+        let users =
+            peers::RoomUsers { remote: &user, update_uid, config: &config, named: named_users(&metadata.merged) };
+        match peers::prepare(engine, scope, group, image, &users, registry).await {
             Ok(p) => Some(p),
+            // A user the image lacks: the room could not run; its refusal
+            // is the one line, with nothing made.
+            Err(e) if e.downcast_ref::<super::users::MissingUser>().is_some() => return Err(e),
             Err(e) => {
                 // Never blocks `up`: the room is made without peers, and the
                 // next reattach says so until it is recreated.
@@ -597,11 +615,16 @@ fn blamed(loaded: &Loaded, e: EngineError) -> anyhow::Error {
 
 /// The users the config names must be the image's: one missing would make
 /// every exec, pane and hook fail, so the room is refused (and removed).
-async fn check_users(link: &RoomLink, loaded: &Loaded, m: &metadata::Merged) -> anyhow::Result<()> {
-    let wanted: Vec<(&'static str, &str)> = [("remoteUser", &m.remote_user), ("containerUser", &m.container_user)]
+/// The users the configuration names (property, user spec).
+fn named_users(m: &metadata::Merged) -> Vec<(&'static str, &str)> {
+    [("remoteUser", &m.remote_user), ("containerUser", &m.container_user)]
         .into_iter()
         .filter_map(|(property, user)| Some((property, user.as_deref().filter(|u| !u.is_empty())?)))
-        .collect();
+        .collect()
+}
+
+async fn check_users(link: &RoomLink, loaded: &Loaded, m: &metadata::Merged) -> anyhow::Result<()> {
+    let wanted = named_users(m);
     if wanted.is_empty() {
         return Ok(());
     }

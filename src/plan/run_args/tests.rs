@@ -415,10 +415,25 @@ fn booleans_run_together_with_a_valued_short_flag_last() {
 }
 
 #[test]
+fn rm_is_not_refused_as_the_reference_accepts_it_and_is_left_out_with_a_note() {
+    let r = same(&[&["--rm"], &["--rm=true"]]);
+    assert_eq!(r.ignored.len(), 1, "{r:?}");
+    assert!(r.ignored[0].starts_with("runArgs: `--rm` is ignored: a room outlives its stops"), "{:?}", r.ignored);
+    assert_eq!(RunArgs { ignored: Vec::new(), ..r }, RunArgs::default(), "--rm changes nothing else");
+    assert_eq!(ok(&["--rm=false"]), RunArgs::default(), "--rm=false asks for nothing");
+}
+
+#[test]
+fn name_is_not_refused_as_the_reference_accepts_it_and_is_kept_for_the_plan_to_say_the_room_keeps_its_own() {
+    let r = same(&[&["--name", "x"], &["--name=x"]]);
+    assert_eq!(r.name.as_deref(), Some("x"));
+    assert_eq!(RunArgs { name: None, ..r }, RunArgs::default(), "--name changes nothing else");
+    assert_eq!(ok(&["--name", "a", "--name", "b"]).name.as_deref(), Some("b"), "the last one, as docker run");
+}
+
+#[test]
 fn what_cannot_apply_to_a_room_is_refused_by_name_with_the_reason() {
     for (args, flag, why) in [
-        (&["--name", "x"][..], "--name", "workroom up --name"),
-        (&["--rm"][..], "--rm", "outlives its stops"),
         (&["--cidfile=/tmp/id"][..], "--cidfile", "up --json"),
         (&["--kernel-memory", "1g"][..], "--kernel-memory", "removed from the Engine API"),
         (&["--pull=always"][..], "--pull", "only when it is missing"),
