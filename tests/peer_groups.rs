@@ -4,6 +4,7 @@
 
 mod common;
 mod peer_support;
+mod pty;
 
 use common::*;
 use peer_support::*;
@@ -558,4 +559,37 @@ fn claude_code_onboarded_once_in_a_group_starts_at_its_prompt_in_a_new_and_a_rec
         want.sort();
         rooms == want
     });
+}
+
+/// Guards a terminal test's `workroom attach` against a hang.
+const TERM_GUARD: Duration = Duration::from_secs(60);
+/// ctrl-p ctrl-q, the default detach keys.
+const DETACH: &[u8] = b"\x10\x11";
+
+#[test]
+fn attach_takes_a_terminal_to_the_pane_holding_the_agent_and_detaching_leaves_the_agent_running() {
+    let scope = PeerScope::new("attach");
+    let ws = scope.workspace_with(dev(), &in_group("a"));
+    ws.open_to_room_users();
+    ws.up();
+    let started = ws.workroom(&["shell", "-d", "agent", "--", "python3", "-u", "agent.py", "serve", "--name", "ant"]);
+    assert!(started.status.success(), "{}", stderr(&started));
+    eventually("ant listed in the pane agent", AGENT_READY_WAIT, || {
+        let out = ws.workroom(&["agents", "--json"]);
+        let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        listed.iter().any(|a| a["name"] == "ant" && a["pane"] == "agent")
+    });
+    let env: Vec<(String, String)> = scope.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let folder = ws.folder();
+    let mut term =
+        pty::Term::spawn_with_env(workroom_bin(), &["attach", "ant", "--workspace-folder", &folder], 30, 100, &env);
+    // The pane's screen, painted on attach: what the agent said when it started.
+    term.expect("ant listening on", TERM_GUARD);
+    term.send(DETACH);
+    term.expect("detached from pane agent", TERM_GUARD);
+    assert_eq!(term.wait(TERM_GUARD), 0);
+    let panes: Vec<serde_json::Value> = serde_json::from_slice(&ws.workroom(&["panes", "--json"]).stdout).unwrap();
+    let agent = panes.iter().find(|p| p["name"] == "agent").expect("the pane agent");
+    assert!(agent["exited"].is_null(), "the agent runs on after the detach: {agent}");
 }
