@@ -132,7 +132,7 @@ pub async fn wait(
                 let answer = serde_json::json!({ "pane": pane, "match": found.as_str(), "line": &text[line..end] });
                 crate::output::print_json(&answer)?;
             } else {
-                println!("{}", &text[line..end]);
+                crate::output::print(&format!("{}\n", &text[line..end]))?;
             }
             return Ok(0);
         }

@@ -152,7 +152,7 @@ pub async fn shell_detached(args: &RoomArgs, pane: &str, size: Size, command: Ve
             if let Some(note) = note {
                 eprintln!("workroom: {note}");
             }
-            println!("{pane}");
+            crate::output::print(&format!("{pane}\n"))?;
             Ok(0)
         }
         Err(line) => bail!("{line}"),
@@ -221,7 +221,7 @@ pub async fn panes(room: &RoomArgs, as_json: bool) -> anyhow::Result<i32> {
     if as_json {
         crate::output::print_json(&serde_json::to_value(&panes)?)?;
     } else {
-        print!("{}", format_panes(&panes, now_ms()));
+        crate::output::print(&format_panes(&panes, now_ms()))?;
     }
     Ok(0)
 }
@@ -289,8 +289,8 @@ pub async fn hand_off(args: &RoomArgs, binary: Option<&std::path::Path>, force: 
     let id = args.running(&engine).await?.id;
     let bytes = crate::room::handoff::new_binary(&engine, &id, binary).await?;
     match crate::room::handoff::hand_off(&engine, &id, &bytes, force).await? {
-        crate::room::handoff::Outcome::HandedOff => println!("handed off"),
-        crate::room::handoff::Outcome::Current => println!("current"),
+        crate::room::handoff::Outcome::HandedOff => crate::output::print("handed off\n")?,
+        crate::room::handoff::Outcome::Current => crate::output::print("current\n")?,
     }
     Ok(0)
 }

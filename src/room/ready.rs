@@ -65,22 +65,25 @@ mod tests {
 
     #[test]
     fn a_record_holds_for_its_start_only() {
-        let dir = tempfile::tempdir().unwrap();
-        // SAFETY: tests in this module are the only readers of this variable
-        // and run on one thread.
-        unsafe { std::env::set_var("XDG_CACHE_HOME", dir.path()) };
-        assert!(!is_done("abc123", "2026-11-29T10:00:00Z"));
-        mark_done("abc123", "2026-11-29T10:00:00Z", None);
-        assert!(is_done("abc123", "2026-11-29T10:00:00Z"));
-        assert_eq!(probed_env("abc123", "2026-11-29T10:00:00Z"), None);
+        // In the user's own cache, under an id no engine makes (ids are 64
+        // hex digits), removed again by `forget`: setting XDG_CACHE_HOME here
+        // would race every other test thread reading the environment.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let id = format!("workroomtest{}x{nanos}", std::process::id());
+        let start = "2026-11-29T10:00:00Z";
+        assert!(!is_done(&id, start));
+        mark_done(&id, start, None);
+        assert!(is_done(&id, start));
+        assert_eq!(probed_env(&id, start), None);
         let env = BTreeMap::from([("PATH".to_string(), "/opt/bin:/usr/bin".to_string())]);
-        mark_done("abc123", "2026-11-29T10:00:00Z", Some(&env));
-        assert_eq!(probed_env("abc123", "2026-11-29T10:00:00Z"), Some(env));
-        assert!(!is_done("abc123", "2026-11-29T11:00:00Z"), "a restart makes it stale");
-        assert!(!is_done("abc123", ""), "an unknown start time is never done");
-        assert!(!is_done("../x", "2026-11-29T10:00:00Z"));
-        forget("abc123");
-        assert!(!is_done("abc123", "2026-11-29T10:00:00Z"));
-        assert!(!dir.path().join("workroom/ready/abc123").exists());
+        mark_done(&id, start, Some(&env));
+        assert_eq!(probed_env(&id, start), Some(env));
+        assert!(!is_done(&id, "2026-11-29T11:00:00Z"), "a restart makes it stale");
+        assert!(!is_done(&id, ""), "an unknown start time is never done");
+        assert!(!is_done("../x", start));
+        let path = record_path(&id).unwrap();
+        forget(&id);
+        assert!(!is_done(&id, start));
+        assert!(!path.exists());
     }
 }
