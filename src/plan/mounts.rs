@@ -84,8 +84,8 @@ pub fn from_config(mount: &ConfigMount) -> Result<MountSpec, MountError> {
 }
 
 /// Splits on commas outside double quotes, dropping the quotes (CSV, as the
-/// docker CLI reads `--mount`).
-fn split_fields(spec: &str) -> Vec<String> {
+/// docker CLI reads `--mount`, `--gpus` and the other list flags).
+pub(super) fn split_fields(spec: &str) -> Vec<String> {
     let mut fields = vec![String::new()];
     let mut quoted = false;
     for c in spec.chars() {
@@ -98,7 +98,6 @@ fn split_fields(spec: &str) -> Vec<String> {
     fields
 }
 
-/// `64m`, `1g`, `512k` or bytes.
 /// A size as the docker CLI reads memory and tmpfs sizes (`RAMInBytes`):
 /// a number, maybe with a fraction, then an optional binary unit
 /// (`k`, `m`, `g`, `t`, `p`, upper or lower case, with `b` or `ib` after).

@@ -692,17 +692,10 @@ fn gpus(v: &str) -> Result<DeviceRequest, String> {
     Ok(request)
 }
 
-/// Splits on commas outside double quotes, dropping the quotes.
+/// Splits on commas outside double quotes, dropping the quotes and empty
+/// fields.
 fn csv_fields(v: &str) -> Vec<String> {
-    let mut fields = vec![String::new()];
-    let mut quoted = false;
-    for c in v.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => fields.push(String::new()),
-            c => fields.last_mut().expect("never empty").push(c),
-        }
-    }
+    let mut fields = super::mounts::split_fields(v);
     fields.retain(|f| !f.is_empty());
     fields
 }
