@@ -42,6 +42,7 @@ pub mod logs;
 pub mod output;
 pub mod plan;
 pub mod progress;
+pub mod retry;
 pub mod room;
 pub mod settings;
 

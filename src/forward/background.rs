@@ -12,7 +12,7 @@ use super::state::{self, Status};
 use crate::config::Loaded;
 use anyhow::Context as _;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long `up` (or `forward --background`) waits for the detached
 /// forwarder to connect and bind its ports. Connecting is one `docker exec`
@@ -142,8 +142,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
     let mut child = cmd.spawn().context("cannot start the background forwarder")?;
     let pid = child.id();
     std::fs::write(state::pid_file(room), format!("{pid}\n"))?;
-    let deadline = Instant::now() + BACKGROUND_READY_WAIT;
-    let mut pause = Duration::from_millis(5);
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::FORWARDER, BACKGROUND_READY_WAIT);
     loop {
         if let Some(status) = state::read_status(room, pid) {
             // Reaped by nobody: it is detached, and init adopts it when we exit.
@@ -155,7 +154,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
             let tail = log_tail(&log_path);
             anyhow::bail!("the background forwarder for {room} ended ({exit}): {tail}");
         }
-        if Instant::now() > deadline {
+        if wait.expired() {
             anyhow::bail!(
                 "the background forwarder for {room} was not ready within {} s; see {}",
                 BACKGROUND_READY_WAIT.as_secs(),
@@ -164,8 +163,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
         }
         // Async: `up` holds a daemon link on this same thread, whose frames
         // (window updates, pings) must keep flowing while we wait.
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
+        wait.pause().await;
     }
 }
 

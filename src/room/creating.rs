@@ -69,15 +69,13 @@ pub async fn wait_to_make(room: &str, patience: Duration) -> Lock {
 
 async fn wait_in(cache: Option<&Path>, room: &str, patience: Duration) -> Lock {
     let Some(cache) = cache else { return Lock::Unavailable };
-    let deadline = tokio::time::Instant::now() + patience;
-    let mut pause = Duration::from_millis(10);
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::RACE, patience);
     loop {
         match try_lock_in(cache, room) {
-            Lock::Busy if tokio::time::Instant::now() < deadline => {}
+            Lock::Busy if !wait.expired() => {}
             lock => return lock,
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
+        wait.pause().await;
     }
 }
 

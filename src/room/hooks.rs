@@ -24,7 +24,7 @@ use crate::plan::metadata::{Merged, Origin};
 use anyhow::{bail, Context as _};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use workroomd::proto::RunRequest;
 
 /// The once-per-container hooks, in this order; each has its own marker,
@@ -240,13 +240,12 @@ where
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let claim = format!("running:{}:{}:{}", host_name(), std::process::id(), nonce());
-    let deadline = Instant::now() + CLAIM_WAIT;
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::HOOK, CLAIM_WAIT);
     // A claim the caller read earlier is another `up` at work, not a value to
     // claim from: compare-and-set against it would take its work over while
     // it runs (postStart ran twice under concurrent `up`s). Start from
     // "absent" instead, so the loop waits for that claim like any other.
     let mut expected = expected.filter(|v| !v.starts_with("running:"));
-    let mut pause = Duration::from_millis(50);
     loop {
         let (applied, current) = link.set_marker(key, Some(claim.clone()), expected.clone()).await?;
         if applied {
@@ -260,10 +259,7 @@ where
                     return Ok(Once::Interrupted);
                 }
             }
-            Some(v) if v.starts_with("running:") && !is_abandoned(v) && Instant::now() < deadline => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
+            Some(v) if v.starts_with("running:") && !is_abandoned(v) && !wait.expired() => wait.pause().await,
             // A stale claim, or another value: claim from what is there now.
             _ => expected = current,
         }

@@ -197,8 +197,7 @@ const ANCHOR_NAME_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Creates and starts the anchor; returns its id. Several `up`s of a new
 /// group race here: one creates, the others take its anchor.
 async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str) -> anyhow::Result<String> {
-    let deadline = std::time::Instant::now() + ANCHOR_NAME_WAIT;
-    let mut pause = std::time::Duration::from_millis(10);
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::RACE, ANCHOR_NAME_WAIT);
     let id = loop {
         match engine.create_container(&names.anchor, peers::anchor_body(image, digest, names)).await {
             Ok(id) => break id,
@@ -207,7 +206,7 @@ async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str
                 if let Some(id) = engine.inspect_container(&names.anchor).await?.and_then(|c| c.id) {
                     break id;
                 }
-                if std::time::Instant::now() >= deadline {
+                if wait.expired() {
                     bail!(
                         "{} was taken by another `up` but never appeared in {} s",
                         names.anchor,
@@ -217,8 +216,7 @@ async fn create_anchor(engine: &Engine, names: &Names, image: &str, digest: &str
             }
             Err(e) => return Err(anyhow::Error::new(e).context(format!("create {}", names.anchor))),
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(std::time::Duration::from_millis(200));
+        wait.pause().await;
     };
     start_tolerant(engine, &names.anchor).await?;
     Ok(id)

@@ -14,9 +14,10 @@ use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, Beside, RoomPeerFacts};
 use crate::plan::platform::{room_platform, PLATFORM_LABEL};
 use crate::plan::{create, identity, labels};
+use crate::retry::{Backoff, Pace};
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long `up` waits for a room another `up` is creating to start. A
 /// create, upload and start take well under a second on a healthy engine;
@@ -314,14 +315,12 @@ async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<bool> 
         Err(EngineError::Refused { status: 409, .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let deadline = Instant::now() + PEER_CREATE_WAIT;
-    let mut pause = Duration::from_millis(20);
+    let mut wait = Backoff::new(Pace::RACE, PEER_CREATE_WAIT);
     while engine.inspect_container(id).await?.is_some() {
-        if Instant::now() >= deadline {
+        if wait.expired() {
             bail!("another `up --recreate` has been removing {id} for {} s; try again", PEER_CREATE_WAIT.as_secs());
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
+        wait.pause().await;
     }
     Ok(false)
 }
@@ -429,8 +428,7 @@ async fn create_room(
         }
         None => false,
     };
-    let deadline = Instant::now() + PEER_CREATE_WAIT;
-    let mut pause = Duration::from_millis(10);
+    let mut wait = Backoff::new(Pace::RACE, PEER_CREATE_WAIT);
     let id = loop {
         match engine.create_container_on(name, plan.platform.as_deref(), plan.body.clone()).await {
             Ok(id) => break id,
@@ -438,7 +436,7 @@ async fn create_room(
                 if let Some(c) = engine.inspect_container(name).await? {
                     return Ok(Created::Theirs(c));
                 }
-                if Instant::now() >= deadline {
+                if wait.expired() {
                     bail!("{name} is taken but cannot be inspected (another workroom creating it?); try `up` again");
                 }
             }
@@ -447,8 +445,7 @@ async fn create_room(
                 return Err(blamed(loaded, e));
             }
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
+        wait.pause().await;
     };
     let prepared = async {
         if fresh_volume {
@@ -741,8 +738,7 @@ async fn settle_created(
 ) -> anyhow::Result<Option<ContainerInspectResponse>> {
     let id = c.id.clone().unwrap_or_else(|| name.to_string());
     let ours = label(c, creating::CREATOR_HOST_LABEL) == Some(creating::host_name().as_str());
-    let deadline = Instant::now() + PEER_CREATE_WAIT;
-    let mut pause = Duration::from_millis(20);
+    let mut wait = Backoff::new(Pace::MAKING, PEER_CREATE_WAIT);
     loop {
         let lock = if ours { creating::try_lock(name) } else { creating::Lock::Busy };
         let Some(now) = engine.inspect_container(&id).await? else { return Ok(None) };
@@ -755,26 +751,23 @@ async fn settle_created(
             remove_for_recreate(engine, &id).await?;
             return Ok(None);
         }
-        if Instant::now() >= deadline {
+        if wait.expired() {
             bail!("{name} was created but never started (an interrupted `up` on another host?); `workroom down` it and run `up` again");
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(500));
+        wait.pause().await;
     }
 }
 
 /// Connects to the daemon, retrying while it is still starting (the relay
 /// fails until the daemon has bound its socket).
 async fn wait_for_daemon(engine: &Engine, id: &str) -> anyhow::Result<RoomLink> {
-    let deadline = Instant::now() + DAEMON_READY_WAIT;
-    let mut pause = Duration::from_millis(5);
+    let mut wait = Backoff::new(Pace::STARTING, DAEMON_READY_WAIT);
     loop {
         match RoomLink::connect(engine, id).await {
             Ok(link) => return Ok(link),
-            Err(e) if e.is_retryable() && Instant::now() < deadline => {}
+            Err(e) if e.is_retryable() && !wait.expired() => {}
             Err(e) => return Err(anyhow::Error::new(e).context(format!("the daemon in {id} did not answer"))),
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(200));
+        wait.pause().await;
     }
 }
