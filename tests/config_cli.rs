@@ -7,17 +7,29 @@ mod common;
 use common::*;
 
 fn config(case: &str) -> (i32, String) {
+    let (code, err, _) = run_in_case("config", case);
+    (code, err)
+}
+
+/// `workroom COMMAND --workspace-folder` on a broken fixture: exit code,
+/// stderr and stdout.
+fn run_in_case(command: &str, case: &str) -> (i32, String, String) {
     let folder = repo_root().join("fixtures/devcontainers/broken").join(case);
     let out = std::process::Command::new(workroom_bin())
-        .args(["config", "--workspace-folder"])
+        .args([command, "--workspace-folder"])
         .arg(&folder)
+        .env("WORKROOM_SCOPE", "config-cli-no-room")
         .output()
         .unwrap();
-    (out.status.code().unwrap_or(-1), stderr(&out))
+    (out.status.code().unwrap_or(-1), stderr(&out), stdout(&out))
 }
 
 fn refused_with(case: &str, fragments: &[&str]) {
-    let (code, err) = config(case);
+    refused_by("config", case, fragments)
+}
+
+fn refused_by(command: &str, case: &str, fragments: &[&str]) {
+    let (code, err, _) = run_in_case(command, case);
     assert_eq!(code, 2, "{case}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{case}: one line expected: {err}");
     let config_file = repo_root().join("fixtures/devcontainers/broken").join(case);
@@ -58,16 +70,52 @@ fn feature_options_of_a_wrong_type_name_the_feature() {
 }
 
 #[test]
-fn a_missing_compose_file_names_the_path_tried() {
-    refused_with(
+fn up_refuses_a_missing_compose_file_naming_the_path_tried() {
+    refused_by(
+        "up",
         "compose-missing-file",
         &["`dockerComposeFile` names ", ".devcontainer/docker-compose.missing.yml, which does not exist"],
     );
 }
 
 #[test]
-fn a_config_without_image_or_build_is_refused() {
-    refused_with("no-image-or-build", &["no container source"]);
+fn up_refuses_a_config_without_image_or_build_naming_the_properties() {
+    refused_by("up", "no-image-or-build", &["no container source: set `image`, or `build.dockerfile`"]);
+}
+
+/// numpy/numpy's devcontainer.json names no image (Codespaces gives a
+/// default one); the reference's read-configuration prints it, so `config`
+/// does, while `up` refuses it (above).
+#[test]
+fn config_prints_a_config_with_no_image_as_the_reference_reads_it_instead_of_refusing() {
+    let (code, err, out) = run_in_case("config", "no-image-or-build");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("source            none (no `image`, `build` or `dockerComposeFile`"), "{out}");
+    let (code, err, out) = {
+        let folder = repo_root().join("fixtures/devcontainers/broken/no-image-or-build");
+        let out = std::process::Command::new(workroom_bin())
+            .args(["config", "--json", "--workspace-folder"])
+            .arg(&folder)
+            .env("WORKROOM_SCOPE", "config-cli-no-room")
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), stderr(&out), stdout(&out))
+    };
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["configuration"]["name"], "no-image-or-build", "{json}");
+    // The folder is under the repository's root, as the reference mounts it.
+    let folder = json["workspace"]["workspaceFolder"].as_str().unwrap_or_default();
+    assert!(folder.starts_with("/workspaces/") && folder.ends_with("/no-image-or-build"), "{json}");
+}
+
+/// A compose file named outside the workspace folder and not there (the
+/// checkout holds only part of a project) is read by the reference.
+#[test]
+fn config_prints_a_config_whose_compose_file_is_not_there_instead_of_refusing() {
+    let (code, err, out) = run_in_case("config", "compose-missing-file");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("compose service ") && out.contains("docker-compose.missing.yml"), "{out}");
 }
 
 #[test]

@@ -125,6 +125,8 @@ fn prepare(case: &Path) -> (PathBuf, LoadRequest) {
         env: reference_env(),
         id_without_container: false,
         container_env,
+        // As `workroom config` loads: what read-configuration reads.
+        runnable_only: false,
     };
     (dir, request)
 }
@@ -194,6 +196,7 @@ fn merged_configuration_matches_the_reference_on_every_fixture() {
             }
             // The service's image is compose's to make; no merged fixture has one.
             Source::Compose(_) => panic!("{}: a compose case has no reference-merged.json", case_name(case)),
+            Source::Unset => panic!("{}: a case with no image has no reference-merged.json", case_name(case)),
         };
         let m = metadata::for_new_room(&loaded, &image, image_label(&image).as_deref(), &[]);
         let configuration = loaded.reference_json()["configuration"].as_object().unwrap().clone();

@@ -966,3 +966,38 @@ fn workroom_up_does_not_run_a_hook_the_reference_cli_already_ran_in_its_room() {
     assert_eq!(ws.read("hooks.log"), "postCreate\npostCreate\n", "workroom ran the reference's hook again");
     assert!(stderr(&out).contains("[postCreateCommand] already run by the reference CLI"), "{}", stderr(&out));
 }
+
+/// This engine has no GPU runtime: `--gpus all` is refused by the engine
+/// with "could not select device driver", which names neither the property
+/// nor the missing runtime.
+#[test]
+fn gpus_asked_of_an_engine_without_a_gpu_runtime_are_refused_naming_run_args_and_leave_no_container() {
+    let ws = Workspace::new(json!({ "image": BUSYBOX, "runArgs": ["--gpus", "all"] }));
+    let out = ws.workroom(&["up"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("`runArgs`") && err.contains("`--gpus` asks for GPUs and the engine has no GPU runtime"),
+        "{err}"
+    );
+    assert!(err.contains("`hostRequirements.gpu` \"optional\""), "names the next action: {err}");
+    assert_eq!(ws.containers(), Vec::<String>::new(), "no container left");
+}
+
+#[test]
+fn optional_gpus_on_an_engine_without_a_gpu_runtime_are_left_out_with_a_note_and_the_room_starts() {
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "runArgs": ["--gpus", "all"],
+        "hostRequirements": { "gpu": "optional" },
+    }));
+    let out = ws.up();
+    let err = stderr(&out);
+    assert!(
+        err.contains("note: ")
+            && err.contains("`hostRequirements.gpu` is \"optional\" and the engine has no GPU runtime: the room starts without GPUs"),
+        "{err}"
+    );
+    assert_eq!(ws.exec_ok(&["echo", "in"]).trim(), "in");
+}

@@ -16,8 +16,13 @@ use serde_json::Value;
 pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow::Result<i32> {
     // As the reference's read-configuration: `${devcontainerId}` and
     // `${containerEnv:...}` are substituted only when the room exists.
-    let mut request =
-        LoadRequest { id_without_container: false, ..LoadRequest::new(&args.workspace_folder, args.config.clone()) };
+    // A file `up` cannot make a room from (no image, a compose file that
+    // is not there) is still printed, as read-configuration prints it.
+    let mut request = LoadRequest {
+        id_without_container: false,
+        runnable_only: false,
+        ..LoadRequest::new(&args.workspace_folder, args.config.clone())
+    };
     let mut loaded = config::load(&request)?;
     // What `up` would refuse before making anything, `config` refuses too
     // (of a compose config, what its room is planned from).
@@ -124,6 +129,11 @@ async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<Room
              run it first (service {:?})",
             c.service
         ),
+        Source::Unset => anyhow::bail!(
+            "{}: --include-merged-configuration reads the image's metadata, and the file names no image; \
+             set `image` or `build.dockerfile`",
+            loaded.config_path.display()
+        ),
     };
     let found = engine.inspect_image(&image).await?.with_context(|| {
         format!("image {image} is not present, so its metadata cannot be merged; `workroom up` pulls or builds it")
@@ -154,6 +164,7 @@ fn summary(loaded: &Loaded, workspace_from: Option<&str>) -> String {
                 let files: Vec<String> = c.files.iter().map(|f| f.display().to_string()).collect();
                 format!("compose service {} of {}", c.service, files.join(", "))
             }
+            Source::Unset => "none (no `image`, `build` or `dockerComposeFile`: `workroom up` needs one)".into(),
         },
     );
     line("workspace folder", loaded.workspace.folder.clone());

@@ -45,6 +45,12 @@ pub struct LoadRequest {
     /// The existing container's environment: enables the `${devcontainerId}`
     /// and `${containerEnv:...}` passes.
     pub container_env: Option<HashMap<String, String>>,
+    /// Refuse a file no room can be made from as written: no `image`, build
+    /// or compose file (a tool's default image is meant, as Codespaces
+    /// gives), or a compose file that is not there. Every command that makes
+    /// or finds a room refuses it; `config` reads it, as the reference's
+    /// `read-configuration` does.
+    pub runnable_only: bool,
 }
 
 impl LoadRequest {
@@ -57,6 +63,7 @@ impl LoadRequest {
             env: std::env::vars().collect(),
             id_without_container: true,
             container_env: None,
+            runnable_only: true,
         }
     }
 }
@@ -214,8 +221,15 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
     };
 
     let mut model = model::read(&config_path, &json)?;
-    if let Source::Compose(c) = &mut model.source {
-        compose_files(c, &config_path, &local_folder, &request.env)?;
+    match &mut model.source {
+        Source::Compose(c) => {
+            compose_files(c, &local_folder, &request.env);
+            if request.runnable_only {
+                compose_files_exist(c, &config_path)?;
+            }
+        }
+        Source::Unset if request.runnable_only => return Err(ConfigError::NoSource { path: config_path }),
+        _ => {}
     }
     if let Some(folder) = &model.workspace_folder {
         ws.folder = folder.clone();
@@ -247,14 +261,8 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
 /// The compose files as the reference finds them: those named, else (an
 /// empty `dockerComposeFile` array) `COMPOSE_FILE` from the environment or
 /// the workspace folder's `.env`, else `docker-compose.yml` and, when there,
-/// `docker-compose.override.yml` in the workspace folder. Each must exist:
-/// the missing one is named before compose is asked anything.
-fn compose_files(
-    c: &mut Compose,
-    config_path: &Path,
-    workspace: &Path,
-    env: &HashMap<String, String>,
-) -> Result<(), ConfigError> {
+/// `docker-compose.override.yml` in the workspace folder.
+fn compose_files(c: &mut Compose, workspace: &Path, env: &HashMap<String, String>) {
     if c.files.is_empty() {
         let dot_env = workspace.join(".env");
         let from_dot_env = || {
@@ -275,6 +283,11 @@ fn compose_files(
         };
         c.env_file = dot_env.is_file().then_some(dot_env);
     }
+}
+
+/// Each compose file must exist to make a room: the missing one is named
+/// before compose is asked anything.
+fn compose_files_exist(c: &Compose, config_path: &Path) -> Result<(), ConfigError> {
     match c.files.iter().find(|f| !f.is_file()) {
         Some(missing) => Err(ConfigError::MissingFile {
             path: config_path.to_path_buf(),

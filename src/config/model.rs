@@ -74,6 +74,10 @@ pub enum Source {
     Dockerfile(Build),
     /// The room is a service of a Docker Compose project.
     Compose(Compose),
+    /// None of `image`, a Dockerfile or `dockerComposeFile`: the file leans
+    /// on a tool's default image (Codespaces gives one). `config` prints it;
+    /// no room is made from it (`LoadRequest::runnable_only`).
+    Unset,
 }
 
 /// `dockerComposeFile`, `service` and `runServices`.
@@ -426,7 +430,7 @@ impl Reader<'_> {
         match self.string(json, "image")? {
             Some(image) if !image.trim().is_empty() => Ok(Source::Image(image)),
             Some(_) => Err(ConfigError::Invalid { path: self.path.to_path_buf(), message: "`image` is empty".into() }),
-            None => Err(ConfigError::NoSource { path: self.path.to_path_buf() }),
+            None => Ok(Source::Unset),
         }
     }
 

@@ -40,6 +40,19 @@ pub fn blame(loaded: &Loaded, message: &str) -> Option<Blame> {
         let port = taken_port(message)?;
         return found(ports_publishing(loaded, port), "another program holds that host port; free it or pick another");
     }
+    // `--gpus` on an engine with no GPU runtime (nvidia-container-toolkit).
+    if message.contains("could not select device driver") {
+        let asks = |a: &String| a == "--gpus" || a.starts_with("--gpus=");
+        let properties = match loaded.model.run_args.iter().any(asks) {
+            true => vec!["runArgs".to_string()],
+            false => Vec::new(),
+        };
+        return found(
+            properties,
+            "`--gpus` asks for GPUs and the engine has no GPU runtime; install nvidia-container-toolkit \
+             on its host, or mark `hostRequirements.gpu` \"optional\" to start without GPUs",
+        );
+    }
     let privilege = ["unable to apply caps", "privileged", "operation not permitted"];
     if privilege.iter().any(|p| message.contains(p)) {
         return found(
@@ -201,6 +214,17 @@ mod tests {
             blamed(r#"{"image": "i", "privileged": true, "capAdd": ["SYS_ADMIN"]}"#, message),
             Some(vec!["privileged".to_string(), "capAdd".to_string()])
         );
+    }
+
+    #[test]
+    fn gpus_on_an_engine_without_a_gpu_runtime_name_run_args_and_the_missing_runtime() {
+        let message = "could not select device driver \"\" with capabilities: [[gpu]]";
+        let (_d, l) = loaded(r#"{"image": "i", "runArgs": ["--gpus", "all"]}"#);
+        let b = blame(&l, message).unwrap();
+        assert_eq!(b.properties, ["runArgs"]);
+        assert!(b.hint.contains("no GPU runtime") && b.hint.contains("\"optional\""), "{}", b.hint);
+        assert_eq!(blamed(r#"{"image": "i", "runArgs": ["--gpus=2"]}"#, message), Some(vec!["runArgs".to_string()]));
+        assert_eq!(blamed(r#"{"image": "i"}"#, message), None);
     }
 
     #[test]

@@ -338,6 +338,16 @@ pub fn request_all_gpus(plan: &mut CreatePlan) {
     }
 }
 
+/// Leaves out the GPU requests (`runArgs` `--gpus`), which an engine with
+/// no GPU runtime refuses, when `hostRequirements.gpu` is optional.
+pub fn drop_gpus(plan: &mut CreatePlan) {
+    let is_gpu =
+        |r: &bollard::models::DeviceRequest| r.capabilities.iter().flatten().any(|set| set.iter().any(|c| c == "gpu"));
+    if let Some(requests) = plan.body.host_config.as_mut().and_then(|h| h.device_requests.as_mut()) {
+        requests.retain(|r| !is_gpu(r));
+    }
+}
+
 fn non_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
     (!v.is_empty()).then_some(v)
 }

@@ -24,9 +24,15 @@ pub struct Verdict {
     pub warnings: Vec<String>,
     /// Give the room every GPU (what the reference's `--gpus all` does).
     pub use_gpus: bool,
+    /// GPUs are optional and the engine has none: leave out what `runArgs`
+    /// `--gpus` asked, which the engine would refuse.
+    pub drop_gpus: bool,
+    /// One line each, for `note: `.
+    pub notes: Vec<String>,
 }
 
-pub fn check(req: &HostRequirements, host: &EngineHost) -> Verdict {
+/// `run_args_gpus`: `runArgs` asks for GPUs (`--gpus`).
+pub fn check(req: &HostRequirements, host: &EngineHost, run_args_gpus: bool) -> Verdict {
     let mut warnings = Vec::new();
     if let Some(cpus) = req.cpus.filter(|c| *c > host.cpus) {
         warnings.push(format!("`hostRequirements.cpus` asks for {cpus} CPUs; the engine's host has {}", host.cpus));
@@ -54,7 +60,19 @@ pub fn check(req: &HostRequirements, host: &EngineHost) -> Verdict {
                 .into(),
         );
     }
-    Verdict { warnings, use_gpus: host.gpu && req.gpu != Gpu::No }
+    let drop_gpus = req.gpu == Gpu::Optional && !host.gpu;
+    let mut notes = Vec::new();
+    if drop_gpus {
+        notes.push(match run_args_gpus {
+            true => "`hostRequirements.gpu` is \"optional\" and the engine has no GPU runtime: \
+                     the room starts without GPUs (`runArgs` `--gpus` left out)"
+                .into(),
+            false => "`hostRequirements.gpu` is \"optional\" and the engine has no GPU runtime: \
+                      the room starts without GPUs"
+                .into(),
+        });
+    }
+    Verdict { warnings, use_gpus: host.gpu && req.gpu != Gpu::No, drop_gpus, notes }
 }
 
 /// Bytes in the largest binary unit that keeps a whole number.
@@ -77,7 +95,7 @@ mod tests {
     fn host_requirements_beyond_the_engines_host_are_each_a_warning() {
         let req =
             HostRequirements { cpus: Some(8), memory: Some(64 << 30), storage: Some(1 << 40), gpu: Gpu::Required };
-        let v = check(&req, &HOST);
+        let v = check(&req, &HOST, false);
         assert_eq!(
             v.warnings,
             [
@@ -92,24 +110,37 @@ mod tests {
 
     #[test]
     fn requirements_the_host_meets_say_nothing() {
-        let req =
-            HostRequirements { cpus: Some(2), memory: Some(4 << 30), storage: Some(32 << 30), gpu: Gpu::Optional };
-        assert_eq!(check(&req, &HOST), Verdict::default());
+        let req = HostRequirements { cpus: Some(2), memory: Some(4 << 30), storage: Some(32 << 30), gpu: Gpu::No };
+        assert_eq!(check(&req, &HOST, false), Verdict::default());
     }
 
     #[test]
     fn storage_is_not_judged_when_the_engines_disk_cannot_be_measured() {
         let req = HostRequirements { storage: Some(1 << 50), ..Default::default() };
-        assert_eq!(check(&req, &EngineHost { storage: None, ..HOST }).warnings, Vec::<String>::new());
+        assert_eq!(check(&req, &EngineHost { storage: None, ..HOST }, false).warnings, Vec::<String>::new());
     }
 
     #[test]
     fn a_gpu_is_given_to_the_room_when_the_engine_has_one_as_the_reference_does() {
         let gpu_host = EngineHost { gpu: true, ..HOST };
         for (gpu, used) in [(Gpu::Required, true), (Gpu::Optional, true), (Gpu::No, false)] {
-            let v = check(&HostRequirements { gpu, ..Default::default() }, &gpu_host);
+            let v = check(&HostRequirements { gpu, ..Default::default() }, &gpu_host, false);
             assert_eq!((v.use_gpus, v.warnings.len()), (used, 0), "{gpu:?}");
         }
+    }
+
+    #[test]
+    fn optional_gpus_on_an_engine_without_a_gpu_runtime_are_left_out_with_a_note_not_refused() {
+        let req = HostRequirements { gpu: Gpu::Optional, ..Default::default() };
+        let v = check(&req, &HOST, true);
+        assert_eq!((v.use_gpus, v.drop_gpus, v.warnings.len()), (false, true, 0));
+        assert_eq!(
+            v.notes,
+            ["`hostRequirements.gpu` is \"optional\" and the engine has no GPU runtime: \
+              the room starts without GPUs (`runArgs` `--gpus` left out)"]
+        );
+        let with_gpu = check(&req, &EngineHost { gpu: true, ..HOST }, true);
+        assert_eq!((with_gpu.drop_gpus, with_gpu.notes.len()), (false, 0));
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub enum ImageError {
     Build { dockerfile: String, reason: String },
     #[error("{config}: a compose room's image is the compose service's, made by compose")]
     Compose { config: String },
+    #[error("{config}: no container source: set `image`, or `build.dockerfile` (a Dockerfile next to the config)")]
+    NoSource { config: String },
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -49,6 +51,8 @@ pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(Stri
         }
         // Compose makes the service's image (`room/compose.rs`).
         Source::Compose(_) => Err(ImageError::Compose { config: loaded.config_path.display().to_string() }),
+        // Loading for a room refuses this first; said again in case.
+        Source::Unset => Err(ImageError::NoSource { config: loaded.config_path.display().to_string() }),
     }
 }
 

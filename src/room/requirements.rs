@@ -1,6 +1,7 @@
 //! `hostRequirements` at the making of a room: the engine's host measured
 //! (its info, and the disk of its data folder when the engine is local),
-//! the shortfalls said, and the GPUs given when the engine has them.
+//! the shortfalls said, and the GPUs given when the engine has them, left out when optional and it has
+//! none.
 
 use crate::config::Loaded;
 use crate::engine::Engine;
@@ -22,12 +23,19 @@ pub async fn apply(engine: &Engine, loaded: &Loaded, plan: &mut CreatePlan) {
         storage: disk_size(engine.host(), info.root_dir.as_deref()),
         gpu: info.nvidia,
     };
-    let verdict = host_requirements::check(req, &host);
+    let run_args_gpus = loaded.model.run_args.iter().any(|a| a == "--gpus" || a.starts_with("--gpus="));
+    let verdict = host_requirements::check(req, &host, run_args_gpus);
     for w in &verdict.warnings {
         eprintln!("warning: {config}: {w}");
     }
+    for n in &verdict.notes {
+        eprintln!("note: {config}: {n}");
+    }
     if verdict.use_gpus {
         create::request_all_gpus(plan);
+    }
+    if verdict.drop_gpus {
+        create::drop_gpus(plan);
     }
 }
 
