@@ -268,6 +268,63 @@ fn a_registry_with_basic_auth_is_read_with_the_docker_configs_credentials() {
     assert!(values.starts_with(&format!("GREETING=hey\nLOUD=false\nNAME={}\n", ws_name())), "{values}");
 }
 
+#[test]
+fn credentials_the_registry_rejects_are_said_to_be_rejected_naming_the_docker_config_they_came_from() {
+    let registry = Registry::with_basic_auth("wr-user", "wr-secret");
+    let options = registry.feature("options", "1");
+    let ws = FeatureWorkspace::new(json!({ "image": DEBIAN, "features": { &options: {} } }));
+    let config = registry.docker_config_with("wr-user", "not-the-password");
+    let file = config.path().join("config.json");
+    let out = ws.run(&["up"], &[("DOCKER_CONFIG", &config.path().display().to_string())]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("workroom: ")).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(
+        lines[0].contains(&format!(
+            "{options}: {host} rejected the credentials from {file}; `docker login {host}`",
+            host = registry.host(),
+            file = file.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("refused us"), "{err}");
+    assert!(ws.containers().is_empty());
+}
+
+#[test]
+fn a_registry_whose_certificate_is_not_trusted_is_said_to_be_untrusted_not_unreachable_even_with_a_cached_copy() {
+    let registry = Registry::with_untrusted_tls();
+    registry.publish_fixtures();
+    let options = registry.feature("options", "1");
+    let ws = FeatureWorkspace::new(json!({ "image": DEBIAN, "features": { &options: {} } }));
+    let untrusted = format!(
+        "{options}: the registry is not trusted: its certificate is signed by an authority this machine does not trust (UnknownIssuer); add"
+    );
+
+    // Nothing cached: refused with one line naming the certificate and the fix.
+    let out = ws.run(&["up"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("workroom: ")).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(lines[0].contains(&untrusted), "{err}");
+    assert!(lines[0].contains("update-ca-certificates"), "{err}");
+    assert!(!err.contains("cannot be reached"), "{err}");
+    assert!(ws.containers().is_empty());
+
+    // Trusted once (SSL_CERT_FILE names its authority): fetched and cached.
+    ws.up(&[], &[("SSL_CERT_FILE", &registry.ca_file().display().to_string())]);
+    assert!(ws.workroom(&["down"]).status.success());
+
+    // Untrusted again, the cache stands in, and the warning says why.
+    let out = ws.up(&["--no-lockfile"], &[]);
+    let err = stderr(&out);
+    let warning = err.lines().find(|l| l.contains("using the cached sha256:")).unwrap_or_default();
+    assert!(warning.contains(&untrusted), "{err}");
+    assert!(!err.contains("cannot be reached"), "{err}");
+}
+
 fn ws_name() -> &'static str {
     "auth-room"
 }

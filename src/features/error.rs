@@ -28,6 +28,12 @@ pub enum FeatureError {
     #[error("{reference}: {registry} refused us{hint}; `docker login {registry}` and try again")]
     Unauthorized { reference: String, registry: String, hint: &'static str },
 
+    #[error("{reference}: {registry} rejected the credentials from {origin}; `docker login {registry}` with ones it accepts and try again")]
+    Rejected { reference: String, registry: String, origin: String },
+
+    #[error("{reference}: the registry is not trusted: {reason}; add the certificate of the authority that signed it to this machine's trusted ones (a .crt in /usr/local/share/ca-certificates, then `update-ca-certificates`), or point SSL_CERT_FILE at a bundle that holds it")]
+    Untrusted { reference: String, reason: String },
+
     #[error("{reference} was not found in its registry; check the feature's id and tag")]
     NotFound { reference: String },
 

@@ -400,17 +400,16 @@ impl Resolver<'_> {
                         self.cache.put_blob(&digest, &bytes)?;
                         (bytes, digest)
                     }
-                    Err(FetchError::Offline(reason)) => {
+                    Err(e @ (FetchError::Offline(_) | FetchError::Untrusted(_))) => {
                         let cached = match pinned {
                             Some(_) => None,
                             None => self.cache.recall(&reference).and_then(|d| self.cache.blob(&d).map(|b| (b, d))),
                         };
                         let Some((bytes, digest)) = cached else {
-                            return Err(FeatureError::Offline { reference, reason });
+                            return Err(e.into_feature_error(&reference, &r.registry));
                         };
-                        self.report.warning(&format!(
-                            "{reference}: the registry cannot be reached; using the cached {digest}"
-                        ));
+                        self.report
+                            .warning(&format!("{}; using the cached {digest}", e.unreachable(&reference, &r.registry)));
                         (bytes, digest)
                     }
                     Err(e) => return Err(e.into_feature_error(&reference, &r.registry)),
@@ -493,13 +492,13 @@ impl Resolver<'_> {
                         self.report.fetched(url, bytes.len());
                         digest
                     }
-                    Err(FetchError::Offline(reason)) => {
+                    Err(e @ (FetchError::Offline(_) | FetchError::Untrusted(_))) => {
                         match self.cache.recall(url).filter(|d| pin.is_none() && self.cache.blob(d).is_some()) {
                             Some(d) => {
-                                self.report.warning(&format!("{url} cannot be reached; using the cached {d}"));
+                                self.report.warning(&format!("{}; using the cached {d}", e.unreachable(url, url)));
                                 d
                             }
-                            None => return Err(FeatureError::Offline { reference: url.into(), reason }),
+                            None => return Err(e.into_feature_error(url, url)),
                         }
                     }
                     Err(e) => return Err(e.into_feature_error(url, url)),

@@ -1,7 +1,8 @@
 //! A real registry for the feature tests: Debian's `docker-registry`
 //! (distribution 2.8) on 127.0.0.1 at a free port, with its own config and
-//! storage in a temporary folder, optionally behind htpasswd Basic auth;
-//! killed on drop. Fixture features are published into it with the
+//! storage in a temporary folder, optionally behind htpasswd Basic auth
+//! or over TLS with a certificate signed by a throwaway authority the host
+//! does not trust; killed on drop. Fixture features are published into it with the
 //! reference CLI's `features publish`, so our fetch reads what a real
 //! publisher wrote. Its access log counts the requests we make.
 #![allow(dead_code)]
@@ -25,6 +26,7 @@ pub struct Registry {
     pub port: u16,
     dir: tempfile::TempDir,
     auth: Option<(String, String)>,
+    tls: bool,
 }
 
 pub fn free_port() -> u16 {
@@ -33,15 +35,21 @@ pub fn free_port() -> u16 {
 
 impl Registry {
     pub fn start() -> Registry {
-        Registry::start_with(None)
+        Registry::start_with(None, false)
     }
 
     /// A registry that refuses anonymous requests (htpasswd, bcrypt).
     pub fn with_basic_auth(user: &str, password: &str) -> Registry {
-        Registry::start_with(Some((user.to_string(), password.to_string())))
+        Registry::start_with(Some((user.to_string(), password.to_string())), false)
     }
 
-    fn start_with(auth: Option<(String, String)>) -> Registry {
+    /// A registry over HTTPS at `127.0.0.1:PORT`, its certificate signed by
+    /// an authority made for it (`ca_file`), which nothing trusts unless told.
+    pub fn with_untrusted_tls() -> Registry {
+        Registry::start_with(None, true)
+    }
+
+    fn start_with(auth: Option<(String, String)>, tls: bool) -> Registry {
         let dir = tempfile::Builder::new().prefix("wr-test-registry-").tempdir().unwrap();
         let port = free_port();
         let mut config = format!(
@@ -58,6 +66,14 @@ impl Registry {
                 dir.path().join("htpasswd").display()
             ));
         }
+        if tls {
+            make_certificates(dir.path());
+            config.push_str(&format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                dir.path().join("registry.crt").display(),
+                dir.path().join("registry.key").display()
+            ));
+        }
         std::fs::write(dir.path().join("config.yml"), config).unwrap();
         let log = std::fs::File::create(dir.path().join("access.log")).unwrap();
         let child = Command::new("docker-registry")
@@ -67,7 +83,7 @@ impl Registry {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("docker-registry (the Debian package) must be installed");
-        let registry = Registry { child: Some(child), port, dir, auth };
+        let registry = Registry { child: Some(child), port, dir, auth, tls };
         registry.wait_ready();
         registry
     }
@@ -87,9 +103,16 @@ impl Registry {
         }
     }
 
-    /// `localhost:PORT`: the reference and we speak plain HTTP to it.
+    /// `localhost:PORT`: the reference and we speak plain HTTP to it; with
+    /// TLS `127.0.0.1:PORT`, which both speak HTTPS to.
     pub fn host(&self) -> String {
-        format!("localhost:{}", self.port)
+        let name = if self.tls { "127.0.0.1" } else { "localhost" };
+        format!("{name}:{}", self.port)
+    }
+
+    /// The authority that signed a TLS registry's certificate (PEM).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
     }
 
     /// A fixture feature's reference in this registry.
@@ -118,6 +141,9 @@ impl Registry {
         }
         let mut node = Command::new("node");
         node.arg(reference_cli()).args(["features", "publish", "-r", &self.host(), "-n", NAMESPACE]).arg(&src);
+        if self.tls {
+            node.env("NODE_EXTRA_CA_CERTS", self.ca_file());
+        }
         if let Some((user, password)) = &self.auth {
             node.env("DEVCONTAINERS_OCI_AUTH", format!("{}|{user}|{password}", self.host()));
         }
@@ -127,8 +153,13 @@ impl Registry {
 
     /// A docker config folder whose `auths` hold this registry's credentials.
     pub fn docker_config(&self) -> tempfile::TempDir {
-        let dir = tempfile::Builder::new().prefix("wr-test-dockercfg-").tempdir().unwrap();
         let (user, password) = self.auth.clone().expect("a registry with auth");
+        self.docker_config_with(&user, &password)
+    }
+
+    /// A docker config folder whose `auths` hold `user` and `password` for this registry.
+    pub fn docker_config_with(&self, user: &str, password: &str) -> tempfile::TempDir {
+        let dir = tempfile::Builder::new().prefix("wr-test-dockercfg-").tempdir().unwrap();
         let auth = base64(format!("{user}:{password}").as_bytes());
         std::fs::write(
             dir.path().join("config.json"),
@@ -150,6 +181,64 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A throwaway certificate authority (`ca.crt`) and, signed by it, a
+/// certificate for 127.0.0.1 (`registry.crt`, `registry.key`) in `dir`.
+fn make_certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", stderr(&out));
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=workroom test authority",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "registry.key",
+        "-out",
+        "registry.csr",
+    ]);
+    std::fs::write(
+        dir.join("registry.ext"),
+        "basicConstraints=critical,CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "registry.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "registry.ext",
+        "-out",
+        "registry.crt",
+    ]);
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
