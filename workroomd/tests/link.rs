@@ -28,8 +28,18 @@ const PIPE: usize = 64 * 1024;
 const PROBE_INTERVAL: Duration = Duration::from_millis(2);
 
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, future).await.unwrap_or_else(|_| panic!("{what} hung"))
+    within_for(GUARD, what, future).await
 }
+
+/// [`within`] with a guard of the caller's.
+async fn within_for<T>(guard: Duration, what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(guard, future).await.unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+/// Guards the 13-bytes-a-write echo: some 240,000 writes each way, which the
+/// aarch64 build run by qemu-user took over 30 s to make on a loaded
+/// two-core machine (CI, 2026-12-03); a guard only matters on a hang.
+const SLOW_PIPE_GUARD: Duration = Duration::from_secs(180);
 
 /// Polls a condition on shared state until it holds: a readiness probe for
 /// states no event announces (a buffer filling up), bounded by [`GUARD`].
@@ -337,7 +347,7 @@ async fn an_owned_buffer_larger_than_the_window_through_a_pipe_taking_13_bytes_a
         }
         back
     };
-    let ((), back) = within("echo", async { tokio::join!(send, receive) }).await;
+    let ((), back) = within_for(SLOW_PIPE_GUARD, "echo", async { tokio::join!(send, receive) }).await;
     assert_eq!(back.len(), data.len());
     assert!(back == data, "the echo differs from what was sent");
 }
