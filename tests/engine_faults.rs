@@ -10,7 +10,7 @@ use common::*;
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -103,21 +103,6 @@ fn carry(mut from: UnixStream, mut to: UnixStream) {
     });
 }
 
-/// Waits for `child`'s end within [`GUARD`], killing it and failing past that.
-fn finish_within_guard(child: Child, what: &str) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    rx.recv_timeout(GUARD)
-        .unwrap_or_else(|_| {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
-            panic!("{what} did not end within {GUARD:?}");
-        })
-        .unwrap()
-}
-
 /// The one line workroom says when the engine at `host` is gone.
 fn assert_said_only_that_docker_did_not_answer(out: &Output, host: &str) {
     let err = stderr(out);
@@ -147,7 +132,7 @@ fn exec_says_docker_did_not_answer_when_the_engine_shuts_down_under_it_not_the_t
     assert_eq!(first, "started\n", "the command did not start: {first:?}");
     let began = Instant::now();
     engine.stop();
-    let out = finish_within_guard(child, "exec with its engine gone");
+    let out = finish_within(child, "exec with its engine gone", GUARD);
     assert_said_only_that_docker_did_not_answer(&out, &engine.host());
     // It noticed the engine's end, not the command's (a 30 s sleep).
     assert!(began.elapsed() < Duration::from_secs(25), "exec waited {:?}", began.elapsed());

@@ -156,21 +156,6 @@ fn long_exec(ws: &Workspace) -> std::process::Child {
     child
 }
 
-/// Waits for `child`'s end within [`GUARD`], killing it and failing past that.
-fn finish_within_guard(child: std::process::Child, what: &str) -> std::process::Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    rx.recv_timeout(GUARD)
-        .unwrap_or_else(|_| {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
-            panic!("{what} went on");
-        })
-        .unwrap()
-}
-
 fn exec_exits_125_saying_the_room_stopped_when(docker_args: &[&str]) {
     let ws = Workspace::image(BUSYBOX);
     ws.up();
@@ -179,7 +164,7 @@ fn exec_exits_125_saying_the_room_stopped_when(docker_args: &[&str]) {
     let mut args = docker_args.to_vec();
     args.push(&room);
     docker_ok(&args);
-    let out = finish_within_guard(child, &format!("exec after `docker {docker_args:?}` of its room"));
+    let out = finish_within(child, &format!("exec after `docker {docker_args:?}` of its room"), GUARD);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -205,7 +190,7 @@ fn exec_says_the_room_restarted_not_stopped_when_docker_restart_runs_under_it() 
     let child = long_exec(&ws);
     let room = ws.room_name();
     docker_ok(&["restart", "-t", "1", &room]);
-    let out = finish_within_guard(child, "exec after `docker restart` of its room");
+    let out = finish_within(child, "exec after `docker restart` of its room", GUARD);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");

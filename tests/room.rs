@@ -491,21 +491,7 @@ fn only_the_up_that_recreates_says_it_removes_the_room() {
     let ws = Workspace::image(BUSYBOX);
     ws.up();
     let before = ws.containers();
-    let barrier = std::sync::Barrier::new(4);
-    let outs: Vec<Output> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    ws.workroom(&["up", "--recreate"])
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (i, out) in outs.iter().enumerate() {
-        assert!(out.status.success(), "up --recreate #{i} failed: {}", stderr(out));
-    }
+    let outs = four_recreates_at_once(&ws);
     let saying: Vec<String> = outs.iter().map(stderr).filter(|e| e.contains("to recreate it")).collect();
     assert_eq!(saying.len(), 1, "one up says it removed the room: {saying:#?}");
     assert!(saying[0].contains(&format!("removed {} to recreate it", ws.room_name())), "{}", saying[0]);
@@ -798,21 +784,7 @@ fn four_concurrent_up_recreates_all_succeed_with_one_new_room_whose_hooks_ran_on
     let ws = Workspace::new(json!({ "image": BUSYBOX, "postCreateCommand": "echo ran >> /tmp/post-create.log" }));
     ws.up();
     let first = ws.containers();
-    let barrier = std::sync::Barrier::new(4);
-    let outs: Vec<Output> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    ws.workroom(&["up", "--recreate"])
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (i, out) in outs.iter().enumerate() {
-        assert!(out.status.success(), "up --recreate #{i} failed: {}", stderr(out));
-    }
+    four_recreates_at_once(&ws);
     let now = ws.containers();
     assert_eq!(now.len(), 1, "one room for the workspace");
     assert_ne!(now, first, "the room was recreated");
@@ -1000,4 +972,24 @@ fn optional_gpus_on_an_engine_without_a_gpu_runtime_are_left_out_with_a_note_and
         "{err}"
     );
     assert_eq!(ws.exec_ok(&["echo", "in"]).trim(), "in");
+}
+
+/// Four `up --recreate` of `ws` let go at once; each must succeed.
+fn four_recreates_at_once(ws: &Workspace) -> Vec<Output> {
+    let barrier = std::sync::Barrier::new(4);
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    ws.workroom(&["up", "--recreate"])
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, out) in outs.iter().enumerate() {
+        assert!(out.status.success(), "up --recreate #{i} failed: {}", stderr(out));
+    }
+    outs
 }

@@ -209,6 +209,12 @@ pub fn output_within_guard(mut cmd: Command, input: Option<&[u8]>, guard: std::t
             let _ = stdin.write_all(&input);
         });
     }
+    finish_within(child, &format!("{cmd:?}"), guard)
+}
+
+/// Waits for a spawned `child`'s end and collects its output; kills it and
+/// fails the test, naming `what`, past `guard`.
+pub fn finish_within(child: std::process::Child, what: &str, guard: std::time::Duration) -> Output {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -218,7 +224,7 @@ pub fn output_within_guard(mut cmd: Command, input: Option<&[u8]>, guard: std::t
         Ok(out) => out.expect("collect the output"),
         Err(_) => {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
-            panic!("{cmd:?} did not finish within {guard:?}");
+            panic!("{what} did not finish within {guard:?}");
         }
     }
 }
