@@ -188,10 +188,10 @@ async fn ensure_anchor(
 
 /// How long the anchor's name may be taken yet not inspectable. The engine
 /// reserves a name before the container it names can be inspected, so an
-/// `up` whose create lost the race (409) may find nothing for a moment:
-/// measured at under 100 ms with five rooms of a new group at once; a
-/// second covers a loaded engine, and past it the other `up` has most
-/// likely failed and removed what it made.
+/// `up` whose create lost the race (409) may find nothing for a moment (one
+/// round in three of five rooms of a new group at once did). Five seconds
+/// cover a loaded engine; past them the other `up` has most likely failed
+/// and removed what it made.
 const ANCHOR_NAME_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Creates and starts the anchor; returns its id. Several `up`s of a new
