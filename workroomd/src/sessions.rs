@@ -181,9 +181,12 @@ mod tests {
     fn a_process_in_a_pane_is_found_through_its_ancestors() {
         // This test's process is in no pane; a child given the variable is,
         // and so is its own child that was started with an empty environment.
+        // That child prints its own pid once `env -i` has replaced its
+        // environment (`$!` could be read before the exec, while the child
+        // still held the shell's copy).
         assert_eq!(pane_of(std::process::id() as i32), None);
         let mut shell = std::process::Command::new("sh")
-            .args(["-c", "env -i sleep 30 & echo $!; wait"])
+            .args(["-c", "env -i sh -c 'echo $$; exec sleep 30' & wait"])
             .env(agents::PANE_ENV, "work")
             .stdout(std::process::Stdio::piped())
             .spawn()
