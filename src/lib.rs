@@ -13,7 +13,8 @@
 //! - [`features`]: Dev Container Features: what `features` names, fetched,
 //!   cached, locked and ordered; the derived image's recipe.
 //! - [`plan`]: pure decisions: the room's name, labels, create request,
-//!   image metadata merge, compose override. Table tests, no I/O.
+//!   image metadata merge, compose override. Table tests, no I/O: the
+//!   host files `runArgs` names come through a `Host` the caller passes.
 //! - [`engine`]: the edge: every Docker Engine API call (bollard) and the
 //!   compose program; nothing else holds the client.
 //! - [`link`]: the host end of the daemon protocol, over `docker exec -i …
@@ -23,6 +24,8 @@
 //! - [`room`]: sequences over the above: resolve the room a command means,
 //!   `up` (image, create, upload, start, hooks), compose rooms, hand-off.
 //! - [`cli`]: clap commands; each validates its arguments and runs.
+//! - [`folders`]: the host folders (cache, state, config, data) by one rule;
+//!   [`notices`]: what room operations say, handed to the caller, not printed.
 //! - [`output`]: stdout without a panic on a closed pipe; [`progress`]:
 //!   what a person sees on stderr while `up` pulls and builds; [`logs`]:
 //!   `WORKROOM_LOG`'s diagnostic lines, apart from both; [`heap`]: how
@@ -35,10 +38,12 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod features;
+pub mod folders;
 pub mod forward;
 pub mod heap;
 pub mod link;
 pub mod logs;
+pub mod notices;
 pub mod output;
 pub mod plan;
 pub mod progress;

@@ -28,6 +28,11 @@ pub enum RoomLinkError {
     Stream { room: String, source: StreamError },
     #[error("the daemon in {room} refused: {message}")]
     Refused { room: String, message: String },
+    /// The daemon's hello did not come because the engine carrying it
+    /// stopped answering (a small call took [`crate::engine::STALLED_AFTER`]
+    /// or more): the engine's fault, not the daemon's.
+    #[error("the engine at {host} stopped answering while the link to {room} opened (a call took {seconds} s)")]
+    EngineStalled { room: String, host: String, seconds: u64 },
 }
 
 impl RoomLinkError {
@@ -36,8 +41,17 @@ impl RoomLinkError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            RoomLinkError::NotListening { .. } | RoomLinkError::Engine(EngineError::Refused { status: 409, .. })
+            RoomLinkError::NotListening { .. }
+                | RoomLinkError::Engine(EngineError::Refused { status: 409, .. })
+                // It answers again by the time this is known.
+                | RoomLinkError::EngineStalled { .. }
         )
+    }
+
+    /// The engine stopped answering: a room being made is kept, not
+    /// removed, and the next `up` carries on.
+    pub fn is_engine_stall(&self) -> bool {
+        matches!(self, RoomLinkError::EngineStalled { .. } | RoomLinkError::Engine(EngineError::NoAnswer { .. }))
     }
 }
 
@@ -56,6 +70,7 @@ impl RoomLink {
             stdin: true,
             ..Default::default()
         };
+        let began = std::time::Instant::now();
         let mut exec = engine.exec(room_id, &spec).await?;
         let mut stderr = exec.output.take_stderr();
         let ours = Hello { version: env!("CARGO_PKG_VERSION").to_string(), ..Hello::new(Role::Host) };
@@ -70,7 +85,19 @@ impl RoomLink {
         match handshake {
             // The daemon's hello was checked by the handshake; nothing else
             // of it is needed on the host.
-            Ok((link, _daemon)) => Ok(RoomLink { room, link }),
+            Ok((link, _daemon)) => {
+                let link = RoomLink { room, link };
+                // A healthy handshake takes milliseconds. One the engine
+                // held may have outlasted the daemon's own wait for our
+                // hello, and the daemon then closed its end: one request
+                // tells, on this rare path only.
+                let took = began.elapsed();
+                if took >= crate::engine::STALLED_AFTER && link.status().await.is_err() {
+                    let (room, host, seconds) = (link.room, engine.host().to_string(), took.as_secs());
+                    return Err(RoomLinkError::EngineStalled { room, host, seconds });
+                }
+                Ok(link)
+            }
             Err(e @ LinkError::ProtocolMismatch { .. }) => Err(RoomLinkError::Link { room, source: e }),
             Err(e) => {
                 // The relay says why on stderr, or the engine could not run it.
@@ -78,8 +105,17 @@ impl RoomLink {
                 while let Ok(chunk) = stderr.try_recv() {
                     said.push_str(&String::from_utf8_lossy(&chunk));
                 }
-                let code = engine.exec_exit_code(&exec.id).await.ok().flatten();
-                if said.contains("cannot reach the daemon") {
+                let asked = std::time::Instant::now();
+                let code = engine.exec_exit_code(&exec.id).await;
+                let took = asked.elapsed();
+                let code = match code {
+                    Err(e @ EngineError::NoAnswer { .. }) => return Err(e.into()),
+                    code => code.ok().flatten(),
+                };
+                if matches!(e, LinkError::Timeout { .. }) && took >= crate::engine::STALLED_AFTER {
+                    let (host, seconds) = (engine.host().to_string(), took.as_secs());
+                    Err(RoomLinkError::EngineStalled { room, host, seconds })
+                } else if said.contains("cannot reach the daemon") {
                     Err(RoomLinkError::NotListening { room, detail: said.trim().to_string() })
                 } else if matches!(code, Some(126 | 127)) || said.contains("no such file") {
                     Err(RoomLinkError::NoDaemon { room, path: room::DAEMON_PATH })

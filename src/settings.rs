@@ -204,10 +204,8 @@ pub enum SettingsError {
 
 /// Where the user's settings file is, from the environment.
 pub fn user_file(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    match env("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir).join("workroom/config.toml")),
-        None => env("HOME").map(|h| PathBuf::from(h).join(".config/workroom/config.toml")),
-    }
+    let folder = crate::folders::workroom_in(crate::folders::Kind::Config, |k| env(k).map(Into::into))?;
+    Some(folder.join("config.toml"))
 }
 
 /// The default registry root: `$XDG_DATA_HOME/workroom/peers`, else
@@ -215,10 +213,9 @@ pub fn user_file(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
 /// install with a `WORKROOM_SCOPE` keeps its own under
 /// `workroom/scopes/<scope>/peers`, as it has its own anchors and volumes.
 pub fn default_registry(env: impl Fn(&str) -> Option<String>) -> PathBuf {
-    let data = match env("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("workroom"),
-        None => PathBuf::from(env("HOME").unwrap_or_else(|| "/".into())).join(".local/share/workroom"),
-    };
+    // Without a home the registry still needs a place: the root's.
+    let data = crate::folders::workroom_in(crate::folders::Kind::Data, |k| env(k).map(Into::into))
+        .unwrap_or_else(|| PathBuf::from("/.local/share/workroom"));
     match env("WORKROOM_SCOPE").filter(|v| !v.is_empty()) {
         // One path component whatever the scope says: it names a folder
         // here, never a way out of this one.

@@ -27,6 +27,48 @@ enum Behaviour {
     Forward,
     /// Connections are accepted and held, and nothing is ever answered.
     Silent,
+    /// Carried, until the first exec started after a container's start
+    /// (the host's link to a new room's daemon): then every byte, both ways
+    /// and on every connection, is held for this long, as by an engine
+    /// stopped with SIGSTOP and continued.
+    StallAfterFirstExecStart(Duration),
+}
+
+/// The stall of [`Behaviour::StallAfterFirstExecStart`], shared by the
+/// threads carrying bytes.
+#[derive(Default)]
+struct Stall {
+    length: Duration,
+    /// A container start went by: the next exec start stalls the engine.
+    armed: AtomicBool,
+    fired: AtomicBool,
+    until: Mutex<Option<Instant>>,
+}
+
+impl Stall {
+    /// Looks at a request's bytes, and starts the stall after the exec.
+    fn saw_request(&self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        let Some(line) = text.lines().next().filter(|l| l.starts_with("POST ")) else { return };
+        if line.contains("/containers/") && line.contains("/start") {
+            self.armed.store(true, Ordering::SeqCst);
+        } else if line.contains("/exec/")
+            && line.contains("/start")
+            && self.armed.load(Ordering::SeqCst)
+            && !self.fired.swap(true, Ordering::SeqCst)
+        {
+            *self.until.lock().unwrap() = Some(Instant::now() + self.length);
+        }
+    }
+
+    /// Holds the calling carrier while the engine is stalled: the fault
+    /// itself, not a wait for readiness.
+    fn hold(&self) {
+        let until = *self.until.lock().unwrap();
+        if let Some(remaining) = until.and_then(|u| u.checked_duration_since(Instant::now())) {
+            std::thread::sleep(remaining);
+        }
+    }
 }
 
 /// A unix socket in a temporary folder standing for the engine. Stopping it
@@ -47,6 +89,10 @@ impl EngineProxy {
         let listener = UnixListener::bind(&path).unwrap();
         let stopped = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(Mutex::new(Vec::new()));
+        let stall = match behaviour {
+            Behaviour::StallAfterFirstExecStart(length) => Some(Arc::new(Stall { length, ..Default::default() })),
+            _ => None,
+        };
         let acceptor = {
             let (stopped, connections) = (stopped.clone(), connections.clone());
             std::thread::spawn(move || {
@@ -62,8 +108,16 @@ impl EngineProxy {
                     }
                     let Ok(engine) = UnixStream::connect(REAL_ENGINE) else { continue };
                     held.push(engine.try_clone().unwrap());
-                    carry(client.try_clone().unwrap(), engine.try_clone().unwrap());
-                    carry(engine, client);
+                    match &stall {
+                        None => {
+                            carry(client.try_clone().unwrap(), engine.try_clone().unwrap());
+                            carry(engine, client);
+                        }
+                        Some(stall) => {
+                            carry_stalling(client.try_clone().unwrap(), engine.try_clone().unwrap(), stall, true);
+                            carry_stalling(engine, client, stall, false);
+                        }
+                    }
                 }
             })
         };
@@ -99,6 +153,31 @@ impl Drop for EngineProxy {
 fn carry(mut from: UnixStream, mut to: UnixStream) {
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+}
+
+/// [`carry`] through a [`Stall`]: each chunk waits out a stall before it
+/// is passed on, and requests (`requests`: the client's side) are watched
+/// for the exec that starts it.
+fn carry_stalling(mut from: UnixStream, mut to: UnixStream, stall: &Arc<Stall>, requests: bool) {
+    use std::io::{Read, Write};
+    let stall = Arc::clone(stall);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            stall.hold();
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            if requests {
+                stall.saw_request(&buf[..n]);
+            }
+        }
         let _ = to.shutdown(std::net::Shutdown::Write);
     });
 }
@@ -193,4 +272,38 @@ fn list_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_inste
 fn up_on_a_hung_engine_says_it_waits_after_5_s_and_gives_up_at_the_bound_instead_of_waiting_silently() {
     let ws = Workspace::image(BUSYBOX);
     waits_on_a_silent_engine_saying_so_once_then_gives_up(ws.command(&["up"]));
+}
+
+/// Longer than the daemon's hello may take (10 s), as in the report.
+const STALL: Duration = Duration::from_secs(15);
+
+#[test]
+fn a_15_s_engine_stall_during_a_rooms_first_start_keeps_the_room_and_does_not_blame_the_daemon() {
+    let ws = Workspace::new(serde_json::json!({
+        "image": BUSYBOX,
+        "postCreateCommand": "echo ran >> .post-create-runs",
+    }));
+    let engine = EngineProxy::start(Behaviour::StallAfterFirstExecStart(STALL));
+    let mut up = ws.command(&["up"]);
+    up.env("DOCKER_HOST", engine.host());
+    let began = Instant::now();
+    let out = output_within_guard(up, None, GUARD);
+    let err = stderr(&out);
+    assert!(began.elapsed() >= STALL, "the stall happened ({:?}): {err}", began.elapsed());
+    // The engine came back: `up` carries on, or says it was the engine.
+    // Before, it failed on a link the stall had broken, blaming the daemon
+    // ("sent no hello", "the daemon closed the connection"), or ran the
+    // hooks without the probed environment.
+    let engines = err.contains(&format!("the engine at {} stopped answering", engine.host()));
+    assert!(out.status.success() || engines, "{err}");
+    for blamed in ["sent no hello", "the daemon closed", "did not answer", "was not made", "printed no environment"] {
+        assert!(!err.contains(blamed), "{blamed:?}: {err}");
+    }
+    // Kept, and running: the next `up` (the engine answering again) carries
+    // on, and the first hooks run once in all.
+    assert_eq!(ws.containers().len(), 1, "{err}");
+    let again = ws.up();
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(ws.read(".post-create-runs"), "ran\n", "postCreateCommand ran once: {err}");
+    drop(engine);
 }

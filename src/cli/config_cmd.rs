@@ -27,8 +27,10 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
     // What `up` would refuse before making anything, `config` refuses too
     // (of a compose config, what its room is planned from).
     match loaded.model.source {
-        Source::Compose(_) => crate::plan::create::check(&crate::plan::compose::room_config(&loaded).0)?,
-        _ => crate::plan::create::check(&loaded)?,
+        Source::Compose(_) => {
+            crate::plan::create::check(&crate::plan::compose::room_config(&loaded).0, &crate::plan::run_args::RealHost)?
+        }
+        _ => crate::plan::create::check(&loaded, &crate::plan::run_args::RealHost)?,
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());

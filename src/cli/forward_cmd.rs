@@ -56,7 +56,9 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         }
         child_args.extend(a.args.iter().cloned());
         let status = forward::background::start(&room, &child_args).await?;
-        forward::background::print_started(&status);
+        for line in forward::background::started_lines(&status) {
+            eprintln!("{line}");
+        }
         return Ok(0);
     }
     let offer = match (&loaded, room_process) {

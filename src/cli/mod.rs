@@ -76,6 +76,12 @@ impl RoomArgs {
 }
 
 /// Says what a command that makes the room should say about its file first.
+/// What a room operation says, printed on stderr as it comes (and kept
+/// for its result).
+fn on_stderr() -> crate::notices::Notices {
+    crate::notices::Notices::new(|n| eprintln!("{n}"))
+}
+
 fn print_warnings(resolved: &crate::room::resolve::Resolved) {
     for w in resolved.warnings() {
         eprintln!("warning: {w}");

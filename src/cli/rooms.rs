@@ -220,7 +220,7 @@ pub async fn stop(name_arg: Option<&str>, all: bool, folder: &std::path::Path) -
         let n = name(&c);
         crate::forward::state::stop_background(&n);
         // A compose room with `shutdownAction: stopCompose` stops its project.
-        if room::compose::stop(&engine, &c).await? {
+        if room::compose::stop(&engine, &c, &super::on_stderr()).await? {
             eprintln!("stopped {n} and compose project {}", room::compose::project_of(&c).unwrap_or_default());
             continue;
         }
@@ -279,7 +279,7 @@ async fn remove_room(engine: &Engine, c: &ContainerSummary, volumes: bool) -> an
     let n = name(c);
     crate::forward::state::stop_background(&n);
     // A compose room with `shutdownAction: stopCompose` removes its project.
-    let project = room::compose::down(engine, c, volumes).await?;
+    let project = room::compose::down(engine, c, volumes, &super::on_stderr()).await?;
     if !project {
         engine.remove(c.id.as_deref().unwrap_or(&n), volumes).await?;
     }

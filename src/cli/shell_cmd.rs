@@ -52,7 +52,7 @@ async fn pane_room(args: &RoomArgs, pane: &str) -> anyhow::Result<PaneRoom> {
             print_warnings(&resolved);
             let engine = Engine::connect().await?;
             let options = resolved.up_options(UpFlags { post_attach: true, ..Default::default() });
-            let up = up::up(&engine, &resolved.loaded, &options).await?;
+            let up = up::up(&engine, &resolved.loaded, &options, &super::on_stderr()).await?;
             let room = crate::room::resolve::running_named(&engine, &up.name).await?;
             (engine, room, resolved)
         }

@@ -31,7 +31,7 @@ pub async fn run(
         let resolved = ws.resolve(peer)?;
         print_warnings(&resolved);
         let engine = Engine::connect().await?;
-        up::up(&engine, &resolved.loaded, &resolved.up_options(flags)).await.map(|r| (r, made))
+        up::up(&engine, &resolved.loaded, &resolved.up_options(flags), &super::on_stderr()).await.map(|r| (r, made))
     }
     .await;
     match (result, as_json) {

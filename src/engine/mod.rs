@@ -59,6 +59,13 @@ pub const TIMEOUT_VARIABLE: &str = "WORKROOM_ENGINE_TIMEOUT";
 /// with SIGSTOP, or wedged, accepts connections and never answers).
 pub(crate) const SILENCE_NOTICE: Duration = Duration::from_secs(5);
 
+/// How long a small call (an inspect, an exec's exit code) may take before
+/// the engine counts as stalled rather than slow: the same scale as
+/// [`SILENCE_NOTICE`]'s "a loaded one in a second or two". A timeout that
+/// waited on such an engine is the engine's, never the room's or the
+/// daemon's, and the room is kept.
+pub const STALLED_AFTER: Duration = Duration::from_secs(2);
+
 /// The engine's address for [`logged`]'s notice, set by `connect`: a
 /// command talks to one engine.
 static ENGINE_HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();

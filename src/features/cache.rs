@@ -33,12 +33,11 @@ fn hex_of(digest: &str) -> Option<&str> {
 impl Cache {
     /// The user's cache folder.
     pub fn user() -> Cache {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        Cache { root: base.join("workroom").join("features") }
+        // Without a home, a folder that lasts as long as the machine's
+        // temporary files: Features are fetched again after that.
+        let root =
+            crate::folders::cache("features").unwrap_or_else(|| std::env::temp_dir().join("workroom").join("features"));
+        Cache { root }
     }
 
     pub fn at(root: impl Into<PathBuf>) -> Cache {

@@ -169,16 +169,16 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
 
 /// What a forwarder carries, one line each, as `up` and `forward
 /// --background` say it.
-pub fn print_started(status: &Status) {
-    for f in &status.forwards {
-        eprintln!("{}: {} {}", status.room, f.forward, f.shown());
-    }
+pub fn started_lines(status: &Status) -> Vec<String> {
+    let mut lines: Vec<String> =
+        status.forwards.iter().map(|f| format!("{}: {} {}", status.room, f.forward, f.shown())).collect();
     if status.ssh_agent {
-        eprintln!("{}: ssh-agent forwarded", status.room);
+        lines.push(format!("{}: ssh-agent forwarded", status.room));
     }
     if status.git_credentials {
-        eprintln!("{}: git credentials forwarded", status.room);
+        lines.push(format!("{}: git credentials forwarded", status.room));
     }
+    lines
 }
 
 fn log_tail(path: &std::path::Path) -> String {

@@ -1,5 +1,7 @@
 //! The create request of a room, decided from the loaded configuration and
-//! the image, with no I/O: every choice here is a table test.
+//! the image, with no I/O (the host's files that `runArgs` names are read
+//! through the [`run_args::Host`] the caller passes): every choice here is
+//! a table test.
 //!
 //! The room's main process is always the daemon, as root, under Docker's init
 //! with restart policy `unless-stopped`. The image's ENTRYPOINT/CMD run only
@@ -96,34 +98,53 @@ pub fn remote_user(merged: &Merged, image: &ImageFacts) -> String {
 /// What the configuration alone cannot make (a `runArgs` flag that has no
 /// place in a room, a malformed mount): refused by `config` as by `up`,
 /// which checks it before a build or pull leaves an image behind.
-pub fn check(loaded: &Loaded) -> Result<(), PlanError> {
-    plan("", "", loaded, &ImageFacts::default()).map(drop)
+pub fn check(loaded: &Loaded, host: &dyn run_args::Host) -> Result<(), PlanError> {
+    let metadata = metadata::for_new_room(loaded, "", None, &[]);
+    let facts = ImageFacts::default();
+    let inputs =
+        Inputs { name: "", image: "", facts: &facts, metadata: &metadata, metadata_privileged: true, peer: None, host };
+    plan_with_peers(loaded, &inputs).map(drop)
 }
 
 /// The plan of a room apart from the peers, with the image's metadata
-/// applied as the reference applies it.
+/// applied as the reference applies it (the table tests' shorthand).
+#[cfg(test)]
 pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
     let metadata = metadata::for_new_room(loaded, image, facts.metadata.as_deref(), &[]);
-    plan_with_peers(name, image, loaded, facts, &metadata, true, None)
+    let host = &run_args::RealHost;
+    plan_with_peers(
+        loaded,
+        &Inputs { name, image, facts, metadata: &metadata, metadata_privileged: true, peer: None, host },
+    )
 }
 
-/// The plan of a room with its merged `metadata`, which joins the peers
-/// (`Some`) or stays apart (`None`); whether it may join (the anchor and
-/// volume exist) is decided by the caller. `privileged` asked by metadata
-/// holds unless `metadata_privileged` is off.
-pub fn plan_with_peers(
-    name: &str,
-    image: &str,
-    loaded: &Loaded,
-    facts: &ImageFacts,
-    metadata: &RoomMetadata,
-    metadata_privileged: bool,
-    peer: Option<&super::peers::PeerJoin>,
-) -> Result<CreatePlan, PlanError> {
+/// What a room's plan is made from, besides its configuration.
+pub struct Inputs<'a> {
+    /// The room's container name.
+    pub name: &'a str,
+    pub image: &'a str,
+    pub facts: &'a ImageFacts,
+    /// The image's metadata merged under devcontainer.json.
+    pub metadata: &'a RoomMetadata,
+    /// `privileged` asked by metadata holds (`[containers]
+    /// metadata_privileged`, on unless turned off).
+    pub metadata_privileged: bool,
+    /// The peers it joins (`Some`) or none; whether it may join (the anchor
+    /// and volume exist) is decided by the caller.
+    pub peer: Option<&'a super::peers::PeerJoin>,
+    /// The host's files and environment as `runArgs` reads them
+    /// (`--env-file`, `--label-file`, `-e NAME`): the plan's one window on
+    /// the host, a trait so the plan stays pure.
+    pub host: &'a dyn run_args::Host,
+}
+
+/// The plan of a room from its configuration and `inputs`.
+pub fn plan_with_peers(loaded: &Loaded, inputs: &Inputs<'_>) -> Result<CreatePlan, PlanError> {
+    let Inputs { name, image, facts, metadata, metadata_privileged, peer, host } = *inputs;
     let m = &loaded.model;
     let merged = &metadata.merged;
     let config = loaded.config_path.display().to_string();
-    let run = run_args::parse(&m.run_args, &loaded.workspace.local_folder, &run_args::RealHost)
+    let run = run_args::parse(&m.run_args, &loaded.workspace.local_folder, host)
         .map_err(|problem| PlanError::RunArgs { config: config.clone(), problem })?;
     let remote_user = remote_user(merged, facts);
     let mut warnings = run.ignored.clone();

@@ -240,14 +240,38 @@ fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
     let (_d, l) = loaded(r#"{"image": "img", "remoteUser": "dev"}"#);
     let j = PeerJoin { anchor: "anc".into(), volume: "vol".into(), registry: "/r".into(), home: "/home/dev".into() };
     let metadata = for_new_room(&l, "img", None, &[]);
-    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, Some(&j)).unwrap();
+    let p = plan_with_peers(
+        &l,
+        &crate::plan::create::Inputs {
+            name: "room",
+            image: "img",
+            facts: &ImageFacts::default(),
+            metadata: &metadata,
+            metadata_privileged: true,
+            peer: Some(&j),
+            host: &crate::plan::run_args::RealHost,
+        },
+    )
+    .unwrap();
     let host = p.body.host_config.as_ref().unwrap();
     assert_eq!(host.pid_mode.as_deref(), Some("container:anc"));
     assert_eq!(host.init, Some(false), "the engine inserts no docker-init into a shared PID namespace");
     let targets: Vec<_> = host.mounts.iter().flatten().filter_map(|m| m.target.as_deref()).collect();
     assert!(targets.contains(&SOCKS_DIR) && targets.contains(&"/home/dev/.claude"), "{targets:?}");
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("1"));
-    let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, None).unwrap();
+    let p = plan_with_peers(
+        &l,
+        &crate::plan::create::Inputs {
+            name: "room",
+            image: "img",
+            facts: &ImageFacts::default(),
+            metadata: &metadata,
+            metadata_privileged: true,
+            peer: None,
+            host: &crate::plan::run_args::RealHost,
+        },
+    )
+    .unwrap();
     assert_eq!(p.body.host_config.as_ref().unwrap().pid_mode, None);
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("0"));
 }
@@ -260,7 +284,19 @@ fn a_peer_rooms_agents_keep_their_state_in_the_groups_folder_unless_the_config_s
     let env_of = |config: &str, peer: Option<&PeerJoin>| {
         let (_d, l) = loaded(config);
         let metadata = for_new_room(&l, "img", None, &[]);
-        let p = plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, peer).unwrap();
+        let p = plan_with_peers(
+            &l,
+            &crate::plan::create::Inputs {
+                name: "room",
+                image: "img",
+                facts: &ImageFacts::default(),
+                metadata: &metadata,
+                metadata_privileged: true,
+                peer,
+                host: &crate::plan::run_args::RealHost,
+            },
+        )
+        .unwrap();
         (p.body.env.unwrap_or_default(), p.warnings)
     };
     let (env, warnings) = env_of(r#"{"image": "img", "remoteUser": "dev"}"#, Some(&j));
@@ -368,7 +404,19 @@ fn privileged_from_the_image_metadata_is_applied_with_a_loud_line_unless_the_set
         p.warnings
     );
     let metadata = for_new_room(&l, "i", facts.metadata.as_deref(), &[]);
-    let p = plan_with_peers("room", "i", &l, &facts, &metadata, false, None).unwrap();
+    let p = plan_with_peers(
+        &l,
+        &crate::plan::create::Inputs {
+            name: "room",
+            image: "i",
+            facts: &facts,
+            metadata: &metadata,
+            metadata_privileged: false,
+            peer: None,
+            host: &crate::plan::run_args::RealHost,
+        },
+    )
+    .unwrap();
     assert_eq!(p.body.host_config.unwrap().privileged, Some(false));
     assert!(p.warnings[0].contains("not applied"), "{:?}", p.warnings);
 }

@@ -17,10 +17,11 @@
 //! without running compose at all.
 
 use super::creating::{self, CreatorLock, Lock};
-use super::up::{Created, RoomPlan, UpOptions};
+use super::make::{Created, Making, RoomPlan};
 use crate::config::{Compose, Loaded};
 use crate::engine::compose::{declares_name, ComposeError, Program, ProjectObjects};
 use crate::engine::{Engine, EngineError};
+use crate::notices::Notices;
 use crate::plan::compose::{self as plan, OverrideError, OverrideInputs, ProjectInputs, Service};
 use crate::plan::create;
 use anyhow::Context as _;
@@ -203,14 +204,8 @@ async fn service_image(
 }
 
 /// Makes the compose room `name` (`up`'s create step for a compose config).
-pub(super) async fn create_room(
-    engine: &Engine,
-    loaded: &Loaded,
-    compose: &Compose,
-    name: &str,
-    options: &UpOptions,
-    scope: Option<&str>,
-) -> anyhow::Result<Created> {
+pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow::Result<Created> {
+    let Making { engine, loaded, name, options, say, .. } = *asked;
     // Two `up`s of one workspace: the second waits here, then finds the
     // room. Held until the room has started, or is removed again: another
     // `up` finding it `created` meanwhile waits instead of taking it for one
@@ -223,15 +218,15 @@ pub(super) async fn create_room(
     let project = read_project(&program, loaded, compose).await?;
     let (room, said) = plan::room_config(loaded);
     for w in said {
-        eprintln!("warning: {w}");
+        say.warn(w);
     }
-    create::check(&room)?;
+    create::check(&room, &crate::plan::run_args::RealHost)?;
     let image = service_image(engine, &program, &project, &room, options.lock).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.
     let daemon = super::daemon::for_image(engine, &image.name).await?;
     let RoomPlan { mut plan, metadata, peers: peer_setup } =
-        super::up::room_plan(engine, &room, name, options, scope, &image.name, &facts).await?;
+        super::make::room_plan(asked, &room, &image.name, &facts).await?;
     let labels = plan.body.labels.get_or_insert_with(Default::default);
     labels.insert(crate::plan::platform::PLATFORM_LABEL.into(), daemon.arch.platform().into());
     labels.insert(plan::SHUTDOWN_LABEL.into(), shutdown_action(loaded).into());
@@ -270,11 +265,12 @@ pub(super) async fn create_room(
         let start: Vec<String> =
             ["up", "-d", "--no-recreate"].map(String::from).into_iter().chain(services.clone()).collect();
         program.run(&global, &start).await?;
-        super::up::started(engine, &room, &metadata, &id, name).await
+        super::make::started(engine, &room, &metadata, &id, name).await
     }
     .await;
     match made {
         Ok((c, link)) => Ok(Created::Ours(c, peer_setup.map(Box::new), Box::new((metadata, link)))),
+        Err(e) if super::make::engine_stalled(&e) => Err(e.context(super::make::kept(name))),
         Err(e) => {
             remove_made(engine, &project.name, &before).await;
             Err(e.context(format!("{name} was not made (what it made of compose project {} is removed)", project.name)))
@@ -355,19 +351,19 @@ pub fn project_of(c: &ContainerSummary) -> Option<&str> {
 /// `stop` of a compose room, by its `shutdownAction`: the whole project
 /// (`stopCompose`), or the room alone (`none`, returns `false`: the
 /// caller stops it as any room).
-pub async fn stop(engine: &Engine, c: &ContainerSummary) -> anyhow::Result<bool> {
-    shutdown(engine, c, &["stop".to_string(), "-t".to_string(), STOP_GRACE_SECONDS.to_string()]).await
+pub async fn stop(engine: &Engine, c: &ContainerSummary, say: &Notices) -> anyhow::Result<bool> {
+    shutdown(engine, c, say, &["stop".to_string(), "-t".to_string(), STOP_GRACE_SECONDS.to_string()]).await
 }
 
 /// `down` of a compose room, by its `shutdownAction`: the whole project
 /// (`stopCompose`; with `volumes`, its volumes too), or the room alone
 /// (`none`, returns `false`: the caller removes it as any room).
-pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool) -> anyhow::Result<bool> {
+pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool, say: &Notices) -> anyhow::Result<bool> {
     let mut args = vec!["down".to_string()];
     if volumes {
         args.push("--volumes".into());
     }
-    let project = shutdown(engine, c, &args).await?;
+    let project = shutdown(engine, c, say, &args).await?;
     // The room goes, so its override goes too (its lock file stays: see
     // `creating`).
     if let Some(name) = c.names.iter().flatten().next().filter(|_| project_of(c).is_some()) {
@@ -376,7 +372,7 @@ pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool) -> anyho
     Ok(project)
 }
 
-async fn shutdown(engine: &Engine, c: &ContainerSummary, args: &[String]) -> anyhow::Result<bool> {
+async fn shutdown(engine: &Engine, c: &ContainerSummary, say: &Notices, args: &[String]) -> anyhow::Result<bool> {
     let labels = c.labels.clone().unwrap_or_default();
     let Some(project) = labels.get(plan::PROJECT_LABEL) else { return Ok(false) };
     if labels.get(plan::SHUTDOWN_LABEL).map(String::as_str) == Some("none") {
@@ -384,7 +380,7 @@ async fn shutdown(engine: &Engine, c: &ContainerSummary, args: &[String]) -> any
     }
     let Some(global) = made_with(&labels) else {
         // The files are gone: what compose would stop or remove, by label.
-        eprintln!("warning: the compose files of project {project} are gone; acting on its containers by label");
+        say.warn(format!("the compose files of project {project} are gone; acting on its containers by label"));
         let objects = engine.project_objects(project).await?;
         match args[0].as_str() {
             "down" => remove_made(engine, project, &ProjectObjects::default()).await,

@@ -21,10 +21,20 @@
 //! Lock files are left in place: removing a lock file someone may be about
 //! to lock would let two holders lock two different files.
 
+use crate::engine::{Engine, EngineError};
+use crate::notices::Notices;
+use crate::retry::{Backoff, Pace};
+use anyhow::bail;
+use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// How long `up` waits for a room another `up` is creating to start. A
+/// create, upload and start take well under a second on a healthy engine;
+/// past this the other `up` has most likely died and the room is half-made.
+pub const PEER_CREATE_WAIT: Duration = Duration::from_secs(60);
 
 /// The label naming the host whose `up` made the room.
 pub const CREATOR_HOST_LABEL: &str = "workroom.creator_host";
@@ -34,11 +44,8 @@ pub struct CreatorLock {
     _lock: Flock<File>,
 }
 
-fn cache_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+fn locks_dir() -> Option<PathBuf> {
+    crate::folders::cache("creating")
 }
 
 /// The outcome of trying the room's creator lock.
@@ -54,8 +61,8 @@ pub enum Lock {
 
 /// Tries the room's creator lock without waiting.
 pub fn try_lock(room: &str) -> Lock {
-    match cache_dir() {
-        Some(cache) => try_lock_in(&cache, room),
+    match locks_dir() {
+        Some(dir) => try_lock_in(&dir, room),
         None => Lock::Unavailable,
     }
 }
@@ -64,14 +71,14 @@ pub fn try_lock(room: &str) -> Lock {
 /// this host making (or starting, or removing) the room to be done:
 /// `Busy` only once `patience` has run out.
 pub async fn wait_to_make(room: &str, patience: Duration) -> Lock {
-    wait_in(cache_dir().as_deref(), room, patience).await
+    wait_in(locks_dir().as_deref(), room, patience).await
 }
 
-async fn wait_in(cache: Option<&Path>, room: &str, patience: Duration) -> Lock {
-    let Some(cache) = cache else { return Lock::Unavailable };
-    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::RACE, patience);
+async fn wait_in(dir: Option<&Path>, room: &str, patience: Duration) -> Lock {
+    let Some(dir) = dir else { return Lock::Unavailable };
+    let mut wait = Backoff::new(Pace::RACE, patience);
     loop {
-        match try_lock_in(cache, room) {
+        match try_lock_in(dir, room) {
             Lock::Busy if !wait.expired() => {}
             lock => return lock,
         }
@@ -79,9 +86,8 @@ async fn wait_in(cache: Option<&Path>, room: &str, patience: Duration) -> Lock {
     }
 }
 
-fn try_lock_in(cache: &Path, room: &str) -> Lock {
-    let dir = cache.join("workroom").join("creating");
-    let file = std::fs::create_dir_all(&dir).and_then(|()| {
+fn try_lock_in(dir: &Path, room: &str) -> Lock {
+    let file = std::fs::create_dir_all(dir).and_then(|()| {
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(format!("{room}.lock")))
     });
     let Ok(file) = file else { return Lock::Unavailable };
@@ -90,6 +96,73 @@ fn try_lock_in(cache: &Path, room: &str) -> Lock {
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Lock::Busy,
         Err(_) => Lock::Unavailable,
     }
+}
+
+/// Whether the room sits in the engine's `created` state: being made, or
+/// left half-made.
+pub fn is_created(c: &ContainerInspectResponse) -> bool {
+    c.state.as_ref().and_then(|s| s.status) == Some(ContainerStateStatusEnum::CREATED)
+}
+
+/// A container in `created` state is one another `up` is preparing (the
+/// daemon is uploaded before the first start); starting it ourselves could
+/// start it without its daemon. Wait for it to start, unless its creator on
+/// this host is gone (its lock is free): then nobody will start it, so it
+/// is removed and `None` says to make the room afresh. Never-started rooms
+/// hold nothing of the user's (no hook ran).
+pub async fn settle_created(
+    engine: &Engine,
+    c: &ContainerInspectResponse,
+    name: &str,
+    say: &Notices,
+) -> anyhow::Result<Option<ContainerInspectResponse>> {
+    let id = c.id.clone().unwrap_or_else(|| name.to_string());
+    let labels = c.config.as_ref().and_then(|c| c.labels.as_ref());
+    let ours = labels.and_then(|l| l.get(CREATOR_HOST_LABEL)) == Some(&host_name());
+    let mut wait = Backoff::new(Pace::MAKING, PEER_CREATE_WAIT);
+    loop {
+        let lock = if ours { try_lock(name) } else { Lock::Busy };
+        let Some(now) = engine.inspect_container(&id).await? else { return Ok(None) };
+        if !is_created(&now) {
+            return Ok(Some(now));
+        }
+        if let Lock::Held(_held) = lock {
+            // Looked at while holding the lock, so no creator can be midway.
+            say.say(format!("{name} was left unstarted by an `up` that died; making it again"));
+            remove_for_recreate(engine, &id).await?;
+            return Ok(None);
+        }
+        if wait.expired() {
+            bail!("{name} was created but never started (an interrupted `up` on another host?); `workroom down` it and run `up` again");
+        }
+        wait.pause().await;
+    }
+}
+
+/// Removes the room `up --recreate` replaces; `true` when this call removed
+/// it, `false` when another did. Concurrent recreates of this host take
+/// turns under the room's lock, so the later ones find it gone; those of
+/// another host race: the engine refuses all but one (409, removal in
+/// progress), and those wait for it to be gone, then race to create, where
+/// one wins and the others use its room. Removing by id never touches the
+/// winner's new room.
+pub async fn remove_for_recreate(engine: &Engine, id: &str) -> anyhow::Result<bool> {
+    if engine.inspect_container(id).await?.is_none() {
+        return Ok(false);
+    }
+    match engine.remove(id, false).await {
+        Ok(()) => return Ok(true),
+        Err(EngineError::Refused { status: 409, .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let mut wait = Backoff::new(Pace::RACE, PEER_CREATE_WAIT);
+    while engine.inspect_container(id).await?.is_some() {
+        if wait.expired() {
+            bail!("another `up --recreate` has been removing {id} for {} s; try again", PEER_CREATE_WAIT.as_secs());
+        }
+        wait.pause().await;
+    }
+    Ok(false)
 }
 
 /// This host's name, as the creator label records it.

@@ -108,17 +108,15 @@ async fn confirm(engine: &Engine, room_id: &str, digest: &str) -> anyhow::Result
     }
 }
 
-/// For `up`: says so when the room's daemon is not the one this workroom
+/// For `up`: a note when the room's daemon is not the one this workroom
 /// carries for its platform. One request on the link `up` already holds.
-pub async fn advise(link: &RoomLink, room: &ContainerInspectResponse) {
-    let Ok(daemon) = daemon::for_room(room) else { return };
-    let ours = daemon.digest();
-    if let Ok(Response::HandOff { digest: running, .. }) = ask(link, String::new(), false, true).await {
-        if !running.is_empty() && running != ours {
-            eprintln!(
-                "note: the room's daemon ({running}) is not the one this workroom carries ({ours}); \
-                 `workroom hand-off` upgrades it and keeps the panes"
-            );
-        }
+pub async fn advice(link: &RoomLink, room: &ContainerInspectResponse) -> Option<String> {
+    let ours = daemon::for_room(room).ok()?.digest();
+    match ask(link, String::new(), false, true).await {
+        Ok(Response::HandOff { digest: running, .. }) if !running.is_empty() && running != ours => Some(format!(
+            "the room's daemon ({running}) is not the one this workroom carries ({ours}); \
+             `workroom hand-off` upgrades it and keeps the panes"
+        )),
+        _ => None,
     }
 }

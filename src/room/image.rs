@@ -26,7 +26,12 @@ pub enum ImageError {
 
 /// Ensures the image exists; returns its reference and what the plan needs.
 /// `tag` names a Dockerfile build (`workroom-build/<room>`).
-pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(String, ImageFacts), ImageError> {
+pub async fn ensure(
+    engine: &Engine,
+    loaded: &Loaded,
+    tag: &str,
+    say: &crate::notices::Notices,
+) -> Result<(String, ImageFacts), ImageError> {
     match &loaded.model.source {
         Source::Image(image) => {
             let found = engine.inspect_image(image).await.map_err(|e| bad_reference(loaded, image, e))?;
@@ -42,7 +47,7 @@ pub async fn ensure(engine: &Engine, loaded: &Loaded, tag: &str) -> Result<(Stri
             Ok((image.clone(), facts(&found)))
         }
         Source::Dockerfile(build) => {
-            build_image(engine, build, tag).await?;
+            build_image(engine, build, tag, say).await?;
             let found = engine.inspect_image(tag).await?.ok_or_else(|| ImageError::Build {
                 dockerfile: build.dockerfile.display().to_string(),
                 reason: "the build finished but left no image".into(),
@@ -96,7 +101,12 @@ async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageErr
     Ok(())
 }
 
-async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), ImageError> {
+async fn build_image(
+    engine: &Engine,
+    build: &Build,
+    tag: &str,
+    say: &crate::notices::Notices,
+) -> Result<(), ImageError> {
     let fail = |reason: String| ImageError::Build { dockerfile: build.dockerfile.display().to_string(), reason };
     let (context, dockerfile) = context_tar(build).map_err(|e| fail(format!("packing the build context: {e}")))?;
     let request = BuildRequest {
@@ -108,7 +118,7 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str) -> Result<(), Im
         cache_from: build.cache_from.clone(),
         labels: HashMap::from([("workroom.build".to_string(), "1".to_string())]),
     };
-    eprintln!("building {} (context {})", build.dockerfile.display(), build.context.display());
+    say.say(format!("building {} (context {})", build.dockerfile.display(), build.context.display()));
     let mut err = std::io::stderr();
     let mut made = BuildSteps::default();
     let built = engine

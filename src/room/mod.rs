@@ -9,12 +9,14 @@ pub mod features;
 pub mod handoff;
 pub mod hooks;
 pub mod image;
+mod make;
 pub mod nested;
 pub mod notes;
 pub mod peers;
 pub mod probe;
 pub mod program;
 pub mod ready;
+mod reattach;
 mod reference_markers;
 mod requirements;
 pub mod resolve;
@@ -123,4 +125,32 @@ pub fn metadata_of(
     let name = c.name.as_deref().unwrap_or_default().trim_start_matches('/');
     let label = c.config.as_ref().and_then(|c| c.labels.as_ref()?.get(labels::METADATA)).map(String::as_str);
     crate::plan::metadata::of_container(loaded, name, label)
+}
+
+/// The rooms of this workspace (or of this `--name`) made with another peer
+/// setting or group than `wanted`, with their ids.
+pub(super) async fn siblings(
+    engine: &Engine,
+    loaded: &crate::config::Loaded,
+    named: Option<&str>,
+    wanted: &str,
+) -> anyhow::Result<Vec<(crate::plan::peers::Sibling, String)>> {
+    let rooms = match named.and_then(|n| crate::plan::identity::named_room_name_in(n, None)) {
+        Some(plain) => named_rooms(engine, &plain).await?,
+        None => workspace_rooms(engine, loaded).await?,
+    };
+    let mut found = Vec::new();
+    for c in rooms {
+        let Some(name) = c.names.as_ref().and_then(|n| n.first()).map(|n| n.trim_start_matches('/').to_string()) else {
+            continue;
+        };
+        if name == wanted {
+            continue;
+        }
+        let made = crate::plan::peers::RoomPeerFacts::of_labels(c.labels.as_ref()).made_in().map(str::to_string);
+        let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
+        let id = c.id.clone().unwrap_or_else(|| name.clone());
+        found.push((crate::plan::peers::Sibling { name, running, made }, id));
+    }
+    Ok(found)
 }

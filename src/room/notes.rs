@@ -10,17 +10,11 @@ use std::path::{Path, PathBuf};
 
 /// `$XDG_CACHE_HOME/workroom/notes`, else `~/.cache/workroom/notes`.
 fn folder() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("workroom").join("notes"))
+    crate::folders::cache("notes")
 }
 
 fn path_in(folder: &Path, container_id: &str) -> Option<PathBuf> {
-    // Ids are hex; anything else is not ours to turn into a path.
-    (!container_id.is_empty() && container_id.chars().all(|c| c.is_ascii_alphanumeric()))
-        .then(|| folder.join(container_id))
+    crate::folders::room_file(folder, container_id)
 }
 
 /// Keeps `warnings` for the room (none: forgets any). Failures cost only

@@ -8,6 +8,7 @@
 
 use crate::config::UserEnvProbe;
 use crate::link::RoomLink;
+use crate::notices::Notices;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use workroomd::proto::{Event, RunRequest};
@@ -83,10 +84,26 @@ pub fn with_container_path(
     probed
 }
 
+/// A probe that did not finish in its time: a profile that waits on
+/// something, or an engine that stopped carrying the link; the caller tells
+/// which.
+#[derive(Debug, thiserror::Error)]
+#[error("userEnvProbe: `{shell} {flags}` did not finish in {}s; using remoteEnv alone", PROBE_DEADLINE.as_secs())]
+pub struct ProbeLate {
+    shell: String,
+    flags: &'static str,
+}
+
 /// Runs the probe in the room as `user`; `None` (with a warning) when it
-/// cannot be had: the room still works, with `remoteEnv` alone.
-pub async fn probe(link: &RoomLink, user: &str, mode: UserEnvProbe, cwd: &str) -> Option<BTreeMap<String, String>> {
-    let flags = flags(mode)?;
+/// gave nothing: the room still works, with `remoteEnv` alone.
+pub async fn probe(
+    link: &RoomLink,
+    user: &str,
+    mode: UserEnvProbe,
+    cwd: &str,
+    say: &Notices,
+) -> Result<Option<BTreeMap<String, String>>, ProbeLate> {
+    let Some(flags) = flags(mode) else { return Ok(None) };
     let shell = login_shell(link, user).await;
     let script = format!("printf '%s' '{MARKER}'; cat /proc/self/environ; printf '%s' '{MARKER}'");
     let request = RunRequest {
@@ -109,18 +126,12 @@ pub async fn probe(link: &RoomLink, user: &str, mode: UserEnvProbe, cwd: &str) -
         parse(&out)
     };
     match tokio::time::timeout(PROBE_DEADLINE, run).await {
-        Ok(Some(env)) => Some(env),
+        Ok(Some(env)) => Ok(Some(env)),
         Ok(None) => {
-            eprintln!("warning: userEnvProbe: `{shell} {flags}` printed no environment; using remoteEnv alone");
-            None
+            say.warn(format!("userEnvProbe: `{shell} {flags}` printed no environment; using remoteEnv alone"));
+            Ok(None)
         }
-        Err(_) => {
-            eprintln!(
-                "warning: userEnvProbe: `{shell} {flags}` did not finish in {}s; using remoteEnv alone",
-                PROBE_DEADLINE.as_secs()
-            );
-            None
-        }
+        Err(_) => Err(ProbeLate { shell, flags }),
     }
 }
 

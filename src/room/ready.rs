@@ -12,14 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 fn record_path(container_id: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    // Ids are hex; anything else is not ours to turn into a path.
-    container_id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric())
-        .then(|| base.join("workroom").join("ready").join(container_id))
+    crate::folders::room_file(&crate::folders::cache("ready")?, container_id)
 }
 
 /// The record: the start it is for, then (optionally) the probed user

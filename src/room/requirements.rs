@@ -5,17 +5,18 @@
 
 use crate::config::Loaded;
 use crate::engine::Engine;
+use crate::notices::Notices;
 use crate::plan::create::{self, CreatePlan};
 use crate::plan::host_requirements::{self, EngineHost};
 
 /// Warns of what the host lacks and adds the GPU request the reference
 /// adds; never refuses (a warning is what the reference gives).
-pub async fn apply(engine: &Engine, loaded: &Loaded, plan: &mut CreatePlan) {
+pub async fn apply(engine: &Engine, loaded: &Loaded, plan: &mut CreatePlan, say: &Notices) {
     let Some(req) = &loaded.model.host_requirements else { return };
     let config = loaded.config_path.display();
     let info = match engine.host_info().await {
         Ok(info) => info,
-        Err(e) => return eprintln!("warning: {config}: `hostRequirements` not checked: {:#}", anyhow::Error::new(e)),
+        Err(e) => return say.warn(format!("{config}: `hostRequirements` not checked: {:#}", anyhow::Error::new(e))),
     };
     let host = EngineHost {
         cpus: info.cpus,
@@ -26,10 +27,10 @@ pub async fn apply(engine: &Engine, loaded: &Loaded, plan: &mut CreatePlan) {
     let run_args_gpus = loaded.model.run_args.iter().any(|a| a == "--gpus" || a.starts_with("--gpus="));
     let verdict = host_requirements::check(req, &host, run_args_gpus);
     for w in &verdict.warnings {
-        eprintln!("warning: {config}: {w}");
+        say.warn(format!("{config}: {w}"));
     }
     for n in &verdict.notes {
-        eprintln!("note: {config}: {n}");
+        say.note(format!("{config}: {n}"));
     }
     if verdict.use_gpus {
         create::request_all_gpus(plan);

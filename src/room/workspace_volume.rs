@@ -139,11 +139,7 @@ fn cache_key(host: &str, folder: &Path) -> String {
 }
 
 fn cache_path(key: &str) -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("workroom/sees").join(key))
+    Some(crate::folders::cache("sees")?.join(key))
 }
 
 fn cached(key: &str) -> Option<bool> {

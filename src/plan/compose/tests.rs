@@ -262,9 +262,19 @@ fn peers_nested_and_gpus_become_compose_keys() {
         registry: "/home/u/.claude".into(),
         home: "/root".into(),
     };
-    let mut p =
-        crate::plan::create::plan_with_peers("room", "img", &l, &ImageFacts::default(), &metadata, true, Some(&join))
-            .unwrap();
+    let mut p = crate::plan::create::plan_with_peers(
+        &l,
+        &crate::plan::create::Inputs {
+            name: "room",
+            image: "img",
+            facts: &ImageFacts::default(),
+            metadata: &metadata,
+            metadata_privileged: true,
+            peer: Some(&join),
+            host: &crate::plan::run_args::RealHost,
+        },
+    )
+    .unwrap();
     let host = p.body.host_config.as_mut().unwrap();
     host.devices = Some(vec![bollard::models::DeviceMapping {
         path_on_host: Some("/dev/fuse".into()),
