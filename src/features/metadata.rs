@@ -5,9 +5,14 @@
 //! image as `ENV`. Pure.
 
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 
 /// The label the reference CLI and editors read.
 pub const LABEL: &str = "devcontainer.metadata";
+
+/// On a derived image whose label ends with devcontainer.json's entry: how
+/// many entries precede it, and the label's digest (`<count> <sha256 hex>`).
+pub const ENTRIES_LABEL: &str = "workroom.features.image-entries";
 
 /// The reference's `pickFeatureProperties`, in its order.
 const PICKED: &[&str] = &[
@@ -88,10 +93,47 @@ pub fn label_value(entries: &[Value]) -> String {
     format!("[{} ]", items.join(","))
 }
 
+/// An image's `devcontainer.metadata` entries that a room made from it
+/// merges under devcontainer.json: the whole label, except on an image
+/// workroom labelled when it built devcontainer.json's entry into it (`room/features.rs`), whose last entry is the config's as of
+/// the build (devcontainer.json's own entry is taken from the file). The
+/// label's digest must still match: an image built over ours with a label
+/// of its own keeps all of it.
+pub fn image_entries(labels: &HashMap<String, String>) -> Option<String> {
+    let label = labels.get(LABEL)?;
+    let ours = labels.get(ENTRIES_LABEL).and_then(|v| {
+        let (count, digest) = v.split_once(' ')?;
+        (digest == super::recipe::label_digest(label)).then(|| count.parse::<usize>().ok()).flatten()
+    });
+    match ours {
+        Some(count) => {
+            let mut entries = parse_label(Some(label));
+            entries.truncate(count);
+            Some(label_value(&entries))
+        }
+        None => Some(label.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_labelled_images_entries_stop_before_the_configs_unless_its_label_changed() {
+        let label = label_value(&[serde_json::json!({"id": "f"}), serde_json::json!({"remoteUser": "dev"})]);
+        let mut labels = HashMap::from([
+            (LABEL.to_string(), label.clone()),
+            (ENTRIES_LABEL.to_string(), format!("1 {}", super::super::recipe::label_digest(&label))),
+        ]);
+        assert_eq!(image_entries(&labels).as_deref(), Some(r#"[ {"id":"f"} ]"#));
+        // An image built over ours with a label of its own keeps all of it.
+        labels.insert(LABEL.to_string(), r#"[{"id":"f"},{"id":"g"}]"#.into());
+        assert_eq!(image_entries(&labels).as_deref(), Some(r#"[{"id":"f"},{"id":"g"}]"#));
+        labels.remove(LABEL);
+        assert_eq!(image_entries(&labels), None);
+    }
 
     #[test]
     fn a_feature_entry_keeps_the_id_as_written_and_the_reference_subset() {

@@ -122,32 +122,6 @@ pub fn plan(facts: &GitFacts, room_root: &str) -> Result<Option<GitPlan>, GitSki
     }))
 }
 
-/// An engine that cannot see this host's folders (the workspace goes into a
-/// volume) cannot bind the git folder either: its mounts, the daemon's
-/// `--git-common` and the label come out again, and the returned line says
-/// what git in the room then lacks.
-pub fn leave_out(plan: &mut super::create::CreatePlan) -> Option<String> {
-    let git = plan.git.take()?;
-    let targets: Vec<&str> = git.mounts.iter().map(|m| m.target.as_str()).collect();
-    if let Some(host) = plan.body.host_config.as_mut() {
-        if let Some(mounts) = host.mounts.as_mut() {
-            mounts.retain(|m| !targets.contains(&m.target.as_deref().unwrap_or_default()));
-        }
-    }
-    if let Some(entrypoint) = plan.body.entrypoint.as_mut() {
-        if let Some(i) = entrypoint.iter().position(|a| a == workroomd::room::GIT_COMMON_ARG) {
-            entrypoint.drain(i..(i + 2).min(entrypoint.len()));
-        }
-    }
-    if let Some(labels) = plan.body.labels.as_mut() {
-        labels.remove(super::labels::GIT);
-    }
-    Some(format!(
-        "the workspace is a git {} whose git folder {} is on this host, not the engine's; git in the room will not find it",
-        git.summary.kind, git.summary.host_folder
-    ))
-}
-
 fn bind(source: &Path, target: &str) -> MountSpec {
     MountSpec {
         kind: "bind".into(),

@@ -26,10 +26,6 @@ const FAILURE_LINES: usize = 12;
 /// The label that marks our derived images, holding their full key.
 pub const KEY_LABEL: &str = "workroom.features.key";
 
-/// On a derived image whose label ends with devcontainer.json's entry: how
-/// many entries precede it, and the label's digest (`<count> <sha256 hex>`).
-pub const ENTRIES_LABEL: &str = "workroom.features.image-entries";
-
 #[derive(Debug, thiserror::Error)]
 pub enum DerivedImageError {
     #[error(transparent)]
@@ -84,7 +80,7 @@ pub async fn extend(
     };
     let base_id = base_image.id.clone().unwrap_or_else(|| base_name.clone());
     let labels = base_image.config.as_ref().and_then(|c| c.labels.as_ref());
-    let mut entries = metadata::parse_label(labels.and_then(image_entries).as_deref());
+    let mut entries = metadata::parse_label(labels.and_then(metadata::image_entries).as_deref());
     let base_user = base_image.config.as_ref().and_then(|c| c.user.as_deref());
     let users = features::users(&entries, loaded, base_user);
     entries.extend(features::entries(&resolved));
@@ -116,9 +112,9 @@ pub async fn extend(
 /// The installed image with devcontainer.json's entry last in its label, as
 /// the reference labels its derived image (`getDevcontainerMetadata`: the
 /// base image's entries, the features', then the config's); the installed
-/// image itself when the config has no entry. [`ENTRIES_LABEL`] records how
+/// image itself when the config has no entry. [`metadata::ENTRIES_LABEL`] records how
 /// many entries precede the config's, so a room made later takes the
-/// config's from devcontainer.json as it is then ([`image_entries`]).
+/// config's from devcontainer.json as it is then ([`metadata::image_entries`]).
 async fn with_config_entry(
     engine: &Engine,
     loaded: &Loaded,
@@ -134,7 +130,7 @@ async fn with_config_entry(
     let labels = vec![
         (metadata::LABEL.to_string(), label.clone()),
         (KEY_LABEL.to_string(), key.to_string()),
-        (ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
+        (metadata::ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
     ];
     let (tar, tag, left) = recipe::labelled(&id, key, &label, labels).map_err(DerivedImageError::Context)?;
     if let Some(found) = engine.inspect_image(&tag).await? {
@@ -155,28 +151,6 @@ async fn with_config_entry(
         reason: format!("the label build finished but {tag} is not there"),
     })?;
     Ok((tag, found))
-}
-
-/// An image's `devcontainer.metadata` entries that a room made from it
-/// merges under devcontainer.json: the whole label, except on an image
-/// [`with_config_entry`] labelled, whose last entry is the config's as of
-/// the build (devcontainer.json's own entry is taken from the file). The
-/// label's digest must still match: an image built over ours with a label
-/// of its own keeps all of it.
-pub fn image_entries(labels: &HashMap<String, String>) -> Option<String> {
-    let label = labels.get(metadata::LABEL)?;
-    let ours = labels.get(ENTRIES_LABEL).and_then(|v| {
-        let (count, digest) = v.split_once(' ')?;
-        (digest == recipe::label_digest(label)).then(|| count.parse::<usize>().ok()).flatten()
-    });
-    match ours {
-        Some(count) => {
-            let mut entries = metadata::parse_label(Some(label));
-            entries.truncate(count);
-            Some(metadata::label_value(&entries))
-        }
-        None => Some(label.clone()),
-    }
 }
 
 async fn build(
@@ -318,21 +292,6 @@ impl Report for FetchReport<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_labelled_images_entries_stop_before_the_configs_unless_its_label_changed() {
-        let label = metadata::label_value(&[serde_json::json!({"id": "f"}), serde_json::json!({"remoteUser": "dev"})]);
-        let mut labels = HashMap::from([
-            (metadata::LABEL.to_string(), label.clone()),
-            (ENTRIES_LABEL.to_string(), format!("1 {}", recipe::label_digest(&label))),
-        ]);
-        assert_eq!(image_entries(&labels).as_deref(), Some(r#"[ {"id":"f"} ]"#));
-        // An image built over ours with a label of its own keeps all of it.
-        labels.insert(metadata::LABEL.to_string(), r#"[{"id":"f"},{"id":"g"}]"#.into());
-        assert_eq!(image_entries(&labels).as_deref(), Some(r#"[{"id":"f"},{"id":"g"}]"#));
-        labels.remove(metadata::LABEL);
-        assert_eq!(image_entries(&labels), None);
-    }
 
     #[test]
     fn lines_are_whole_whatever_the_chunks() {

@@ -81,7 +81,7 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
         user: config.and_then(|c| c.user.clone()).filter(|u| !u.is_empty()),
         entrypoint: config.and_then(|c| c.entrypoint.clone()).unwrap_or_default(),
         cmd: config.and_then(|c| c.cmd.clone()).unwrap_or_default(),
-        metadata: config.and_then(|c| super::features::image_entries(c.labels.as_ref()?)),
+        metadata: config.and_then(|c| crate::features::metadata::image_entries(c.labels.as_ref()?)),
         working_dir: config.and_then(|c| c.working_dir.clone()).filter(|d| !d.is_empty()),
     }
 }

@@ -104,7 +104,7 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     crate::plan::workspace::label(&mut plan, &workspace);
     let workspace_target = super::workspace_volume::workspace_mount(loaded).map(|m| m.target).unwrap_or_default();
     if let Some(volume) = &workspace.volume {
-        if let Some(w) = crate::plan::git::leave_out(&mut plan) {
+        if let Some(w) = crate::plan::workspace::leave_out_git(&mut plan) {
             say.warn(format!("{name}: {w}"));
         }
         // The peer registry is a folder of this host too: on the engine, a
