@@ -1,107 +1,20 @@
 //! The engine failing under workroom, without touching the machine's real
 //! dockerd (other tests run beside these): `DOCKER_HOST` points at a unix
 //! socket of the test's own, a small proxy in front of the real engine's
-//! socket, which the test takes away mid-command or which accepts and never
-//! answers (an engine stopped with SIGSTOP looks so to a client).
+//! socket (`common::engine_proxy`), which the test takes away mid-command or
+//! which accepts and never answers (an engine stopped with SIGSTOP looks so
+//! to a client).
 
 mod common;
 
+use common::engine_proxy::{Behaviour, EngineProxy};
 use common::*;
 use std::io::{BufRead, BufReader};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The real engine behind the proxy.
-const REAL_ENGINE: &str = "/var/run/docker.sock";
 
 /// Guards against a hang while waiting on a command; never a pause.
 const GUARD: Duration = Duration::from_secs(90);
-
-#[derive(Clone, Copy, PartialEq)]
-enum Behaviour {
-    /// Every connection is carried to the real engine.
-    Forward,
-    /// Connections are accepted and held, and nothing is ever answered.
-    Silent,
-}
-
-/// A unix socket in a temporary folder standing for the engine. Stopping it
-/// (or dropping it) removes the socket and cuts every connection it carried.
-struct EngineProxy {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    stopped: Arc<AtomicBool>,
-    /// Both ends of every connection, to cut them when stopped.
-    connections: Arc<Mutex<Vec<UnixStream>>>,
-    acceptor: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EngineProxy {
-    fn start(behaviour: Behaviour) -> EngineProxy {
-        let dir = tempfile::Builder::new().prefix("wr-engine-").tempdir().unwrap();
-        let path = dir.path().join("docker.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let stopped = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let acceptor = {
-            let (stopped, connections) = (stopped.clone(), connections.clone());
-            std::thread::spawn(move || {
-                for client in listener.incoming() {
-                    if stopped.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(client) = client else { continue };
-                    let mut held = connections.lock().unwrap();
-                    held.push(client.try_clone().unwrap());
-                    if behaviour == Behaviour::Silent {
-                        continue;
-                    }
-                    let Ok(engine) = UnixStream::connect(REAL_ENGINE) else { continue };
-                    held.push(engine.try_clone().unwrap());
-                    carry(client.try_clone().unwrap(), engine.try_clone().unwrap());
-                    carry(engine, client);
-                }
-            })
-        };
-        EngineProxy { _dir: dir, path, stopped, connections, acceptor: Some(acceptor) }
-    }
-
-    /// `unix://<socket>`, for `DOCKER_HOST`.
-    fn host(&self) -> String {
-        format!("unix://{}", self.path.display())
-    }
-
-    /// The engine goes away: no socket, and every connection cut.
-    fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else { return };
-        self.stopped.store(true, Ordering::SeqCst);
-        // Wakes the acceptor so it sees the flag and ends.
-        let _ = UnixStream::connect(&self.path);
-        let _ = acceptor.join();
-        let _ = std::fs::remove_file(&self.path);
-        for connection in self.connections.lock().unwrap().drain(..) {
-            let _ = connection.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-impl Drop for EngineProxy {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Copies `from` into `to` on a thread of its own until either side ends.
-fn carry(mut from: UnixStream, mut to: UnixStream) {
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut from, &mut to);
-        let _ = to.shutdown(std::net::Shutdown::Write);
-    });
-}
 
 /// The one line workroom says when the engine at `host` is gone.
 fn assert_said_only_that_docker_did_not_answer(out: &Output, host: &str) {

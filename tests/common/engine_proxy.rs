@@ -1,0 +1,111 @@
+//! The engine going away and coming back, without touching the machine's
+//! real dockerd (other tests run beside these): `DOCKER_HOST` points at a
+//! unix socket of the test's own, a small proxy in front of the real
+//! engine's socket, which the test takes away (as an engine shutting down
+//! does: no socket, every connection cut), brings back at the same address
+//! (as an engine restarted), or which accepts and never answers (an engine
+//! stopped with SIGSTOP looks so to a client).
+
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The real engine behind the proxy.
+pub const REAL_ENGINE: &str = "/var/run/docker.sock";
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Behaviour {
+    /// Every connection is carried to the real engine.
+    Forward,
+    /// Connections are accepted and held, and nothing is ever answered.
+    Silent,
+}
+
+/// A unix socket in a temporary folder standing for the engine. Stopping it
+/// (or dropping it) removes the socket and cuts every connection it carried.
+pub struct EngineProxy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    behaviour: Behaviour,
+    serving: Option<Serving>,
+}
+
+/// One spell of the proxy answering, from a start to a stop.
+struct Serving {
+    stopped: Arc<AtomicBool>,
+    /// Both ends of every connection, to cut them when stopped.
+    connections: Arc<Mutex<Vec<UnixStream>>>,
+    acceptor: std::thread::JoinHandle<()>,
+}
+
+impl EngineProxy {
+    pub fn start(behaviour: Behaviour) -> EngineProxy {
+        let dir = tempfile::Builder::new().prefix("wr-engine-").tempdir().unwrap();
+        let path = dir.path().join("docker.sock");
+        let mut proxy = EngineProxy { _dir: dir, path, behaviour, serving: None };
+        proxy.restart();
+        proxy
+    }
+
+    /// `unix://<socket>`, for `DOCKER_HOST`.
+    pub fn host(&self) -> String {
+        format!("unix://{}", self.path.display())
+    }
+
+    /// The engine comes back at the same address (after [`stop`](Self::stop)).
+    pub fn restart(&mut self) {
+        assert!(self.serving.is_none(), "the proxy is already serving");
+        let listener = UnixListener::bind(&self.path).unwrap();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let acceptor = {
+            let (stopped, connections, behaviour) = (stopped.clone(), connections.clone(), self.behaviour);
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    if stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(client) = client else { continue };
+                    let mut held = connections.lock().unwrap();
+                    held.push(client.try_clone().unwrap());
+                    if behaviour == Behaviour::Silent {
+                        continue;
+                    }
+                    let Ok(engine) = UnixStream::connect(REAL_ENGINE) else { continue };
+                    held.push(engine.try_clone().unwrap());
+                    carry(client.try_clone().unwrap(), engine.try_clone().unwrap());
+                    carry(engine, client);
+                }
+            })
+        };
+        self.serving = Some(Serving { stopped, connections, acceptor });
+    }
+
+    /// The engine goes away: no socket, and every connection cut.
+    pub fn stop(&mut self) {
+        let Some(serving) = self.serving.take() else { return };
+        serving.stopped.store(true, Ordering::SeqCst);
+        // Wakes the acceptor so it sees the flag and ends.
+        let _ = UnixStream::connect(&self.path);
+        let _ = serving.acceptor.join();
+        let _ = std::fs::remove_file(&self.path);
+        for connection in serving.connections.lock().unwrap().drain(..) {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for EngineProxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Copies `from` into `to` on a thread of its own until either side ends.
+fn carry(mut from: UnixStream, mut to: UnixStream) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+}
