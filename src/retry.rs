@@ -32,6 +32,12 @@ impl Pace {
     /// The background forwarder writing its status file: milliseconds, and
     /// `up` waits on it on the critical path, so the cap is low.
     pub const FORWARDER: Pace = Pace { first: Duration::from_millis(5), most: Duration::from_millis(100) };
+    /// The engine coming back (restarted by systemd or by hand: seconds),
+    /// for a background forwarder whose room it runs: the first look soon,
+    /// as a broken event stream is often a blip, and then at most every
+    /// 5 s, so a forwarder waiting on an engine that was taken down costs
+    /// next to nothing.
+    pub const ENGINE_RETURN: Pace = Pace { first: Duration::from_millis(250), most: Duration::from_secs(5) };
 }
 
 /// One wait: a pace and a deadline.

@@ -159,3 +159,43 @@ fn a_killed_forwarder_that_carried_only_git_credentials_is_started_again_by_a_fa
     let filled = room.exec(&["sh", "-c", "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill"]);
     assert!(stdout(&filled).contains("password=from-host"), "{}{}", stdout(&filled), stderr(&filled));
 }
+
+/// How long the forwarder may take to link to the room's new start after a
+/// restart: an event, an inspect, one `docker exec` and the credentials'
+/// offer, well under a second; seconds on a loaded machine.
+const REJOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[test]
+fn ssh_agent_and_git_credentials_come_back_after_docker_restart_from_the_same_forwarder_with_no_workroom_command() {
+    let (agent, fingerprint) = Agent::with_key();
+    let mut room = Room::new(serde_json::json!({ "image": DEBIAN, "remoteUser": "dev" }));
+    room.agent_sock = Some(agent.sock());
+    let gitconfig = room.home.path().join("gitconfig");
+    std::fs::write(
+        &gitconfig,
+        "[credential]\n\thelper = \"!f() { echo username=u; echo password=after-restart; }; f\"\n",
+    )
+    .unwrap();
+    room.gitconfig = Some(gitconfig);
+    room.workroom_ok(&["up"]);
+    let pid_file = room.home.path().join("workroom").join(format!("{}.pid", room.ws.room_name()));
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+
+    let name = room.ws.room_name();
+    docker_ok(&["restart", "-t", "1", &name]);
+    // Asked straight through the engine, as the room's own programs would
+    // after a restart nobody followed with a workroom command.
+    let agent_socket = format!("SSH_AUTH_SOCK={}", workroomd::room::AGENT_SOCKET);
+    let mut said = String::new();
+    let listed = wait_until(REJOIN_WAIT, || {
+        let out = docker(&["exec", "-u", "dev", "-e", &agent_socket, &name, "ssh-add", "-l"]);
+        said = format!("{}{}", stdout(&out), stderr(&out));
+        said.contains(&fingerprint).then_some(())
+    });
+    assert!(listed.is_some(), "ssh-add -l in the restarted room: {said}");
+    let fill = "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill";
+    let filled = docker(&["exec", "-u", "dev", &name, "sh", "-c", fill]);
+    assert!(stdout(&filled).contains("password=after-restart"), "{}{}", stdout(&filled), stderr(&filled));
+    assert_eq!(std::fs::read_to_string(&pid_file).unwrap().trim(), pid, "the forwarder was replaced");
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the forwarder is gone");
+}

@@ -1,186 +1,20 @@
 //! The engine failing under workroom, without touching the machine's real
 //! dockerd (other tests run beside these): `DOCKER_HOST` points at a unix
 //! socket of the test's own, a small proxy in front of the real engine's
-//! socket, which the test takes away mid-command or which accepts and never
-//! answers (an engine stopped with SIGSTOP looks so to a client).
+//! socket (`common::engine_proxy`), which the test takes away mid-command or
+//! which accepts and never answers (an engine stopped with SIGSTOP looks so
+//! to a client).
 
 mod common;
 
+use common::engine_proxy::{Behaviour, EngineProxy};
 use common::*;
 use std::io::{BufRead, BufReader};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The real engine behind the proxy.
-const REAL_ENGINE: &str = "/var/run/docker.sock";
 
 /// Guards against a hang while waiting on a command; never a pause.
 const GUARD: Duration = Duration::from_secs(90);
-
-#[derive(Clone, Copy, PartialEq)]
-enum Behaviour {
-    /// Every connection is carried to the real engine.
-    Forward,
-    /// Connections are accepted and held, and nothing is ever answered.
-    Silent,
-    /// Carried, until the first exec started after a container's start
-    /// (the host's link to a new room's daemon): then every byte, both ways
-    /// and on every connection, is held for this long, as by an engine
-    /// stopped with SIGSTOP and continued.
-    StallAfterFirstExecStart(Duration),
-}
-
-/// The stall of [`Behaviour::StallAfterFirstExecStart`], shared by the
-/// threads carrying bytes.
-#[derive(Default)]
-struct Stall {
-    length: Duration,
-    /// A container start went by: the next exec start stalls the engine.
-    armed: AtomicBool,
-    fired: AtomicBool,
-    until: Mutex<Option<Instant>>,
-}
-
-impl Stall {
-    /// Looks at a request's bytes, and starts the stall after the exec.
-    fn saw_request(&self, bytes: &[u8]) {
-        let text = String::from_utf8_lossy(bytes);
-        let Some(line) = text.lines().next().filter(|l| l.starts_with("POST ")) else { return };
-        if line.contains("/containers/") && line.contains("/start") {
-            self.armed.store(true, Ordering::SeqCst);
-        } else if line.contains("/exec/")
-            && line.contains("/start")
-            && self.armed.load(Ordering::SeqCst)
-            && !self.fired.swap(true, Ordering::SeqCst)
-        {
-            *self.until.lock().unwrap() = Some(Instant::now() + self.length);
-        }
-    }
-
-    /// Holds the calling carrier while the engine is stalled: the fault
-    /// itself, not a wait for readiness.
-    fn hold(&self) {
-        let until = *self.until.lock().unwrap();
-        if let Some(remaining) = until.and_then(|u| u.checked_duration_since(Instant::now())) {
-            std::thread::sleep(remaining);
-        }
-    }
-}
-
-/// A unix socket in a temporary folder standing for the engine. Stopping it
-/// (or dropping it) removes the socket and cuts every connection it carried.
-struct EngineProxy {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    stopped: Arc<AtomicBool>,
-    /// Both ends of every connection, to cut them when stopped.
-    connections: Arc<Mutex<Vec<UnixStream>>>,
-    acceptor: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EngineProxy {
-    fn start(behaviour: Behaviour) -> EngineProxy {
-        let dir = tempfile::Builder::new().prefix("wr-engine-").tempdir().unwrap();
-        let path = dir.path().join("docker.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let stopped = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let stall = match behaviour {
-            Behaviour::StallAfterFirstExecStart(length) => Some(Arc::new(Stall { length, ..Default::default() })),
-            _ => None,
-        };
-        let acceptor = {
-            let (stopped, connections) = (stopped.clone(), connections.clone());
-            std::thread::spawn(move || {
-                for client in listener.incoming() {
-                    if stopped.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(client) = client else { continue };
-                    let mut held = connections.lock().unwrap();
-                    held.push(client.try_clone().unwrap());
-                    if behaviour == Behaviour::Silent {
-                        continue;
-                    }
-                    let Ok(engine) = UnixStream::connect(REAL_ENGINE) else { continue };
-                    held.push(engine.try_clone().unwrap());
-                    match &stall {
-                        None => {
-                            carry(client.try_clone().unwrap(), engine.try_clone().unwrap());
-                            carry(engine, client);
-                        }
-                        Some(stall) => {
-                            carry_stalling(client.try_clone().unwrap(), engine.try_clone().unwrap(), stall, true);
-                            carry_stalling(engine, client, stall, false);
-                        }
-                    }
-                }
-            })
-        };
-        EngineProxy { _dir: dir, path, stopped, connections, acceptor: Some(acceptor) }
-    }
-
-    /// `unix://<socket>`, for `DOCKER_HOST`.
-    fn host(&self) -> String {
-        format!("unix://{}", self.path.display())
-    }
-
-    /// The engine goes away: no socket, and every connection cut.
-    fn stop(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else { return };
-        self.stopped.store(true, Ordering::SeqCst);
-        // Wakes the acceptor so it sees the flag and ends.
-        let _ = UnixStream::connect(&self.path);
-        let _ = acceptor.join();
-        let _ = std::fs::remove_file(&self.path);
-        for connection in self.connections.lock().unwrap().drain(..) {
-            let _ = connection.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-impl Drop for EngineProxy {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Copies `from` into `to` on a thread of its own until either side ends.
-fn carry(mut from: UnixStream, mut to: UnixStream) {
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut from, &mut to);
-        let _ = to.shutdown(std::net::Shutdown::Write);
-    });
-}
-
-/// [`carry`] through a [`Stall`]: each chunk waits out a stall before it
-/// is passed on, and requests (`requests`: the client's side) are watched
-/// for the exec that starts it.
-fn carry_stalling(mut from: UnixStream, mut to: UnixStream, stall: &Arc<Stall>, requests: bool) {
-    use std::io::{Read, Write};
-    let stall = Arc::clone(stall);
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            stall.hold();
-            if to.write_all(&buf[..n]).is_err() {
-                break;
-            }
-            if requests {
-                stall.saw_request(&buf[..n]);
-            }
-        }
-        let _ = to.shutdown(std::net::Shutdown::Write);
-    });
-}
 
 /// The one line workroom says when the engine at `host` is gone.
 fn assert_said_only_that_docker_did_not_answer(out: &Output, host: &str) {

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::engine_proxy::{Behaviour, EngineProxy};
 use common::*;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -52,17 +53,26 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// How long a forwarder may take to link to its room's new start once the
+/// room (or the engine) is back: an event, an inspect and one `docker
+/// exec`, well under a second; seconds on a loaded machine, and up to the
+/// 5 s of its engine pace after the engine was away.
+const REJOIN_WAIT: Duration = Duration::from_secs(30);
+
 /// A workspace plus an isolated state folder for its forwarders.
 struct Room {
     ws: Workspace,
     state: tempfile::TempDir,
+    /// `DOCKER_HOST` for its `workroom` runs (and so its forwarder), when
+    /// not the machine's engine.
+    engine: Option<String>,
 }
 
 impl Room {
     fn new(config: serde_json::Value) -> Room {
         let ws = Workspace::new(config);
         std::fs::write(ws.path().join("echo.py"), ECHO_PY).unwrap();
-        Room { ws, state: tempfile::tempdir().unwrap() }
+        Room { ws, state: tempfile::tempdir().unwrap(), engine: None }
     }
 
     fn workroom(&self, args: &[&str]) -> Output {
@@ -90,7 +100,26 @@ impl Room {
         cmd.env("XDG_STATE_HOME", self.state.path())
             .env("XDG_CONFIG_HOME", self.state.path())
             .env_remove("SSH_AUTH_SOCK")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+        if let Some(host) = &self.engine {
+            cmd.env("DOCKER_HOST", host);
+        }
+        cmd
+    }
+
+    /// This room's entry in `workroom ports --json` (which reads the
+    /// forwarders' state files, asking the engine nothing), if any.
+    fn status(&self) -> Option<serde_json::Value> {
+        let mut cmd = Command::new(workroom_bin());
+        let out = self.env(cmd.args(["ports", "--json"])).output().expect("run workroom ports --json");
+        assert!(out.status.success(), "workroom ports --json: {}", stderr(&out));
+        let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        all.as_array()?.iter().find(|s| s["room"] == self.ws.room_name().as_str()).cloned()
+    }
+
+    /// The room's `State.StartedAt`, from the engine.
+    fn started_at(&self) -> String {
+        docker_ok(&["inspect", "-f", "{{.State.StartedAt}}", &self.ws.room_name()])
     }
 
     fn exec_ok(&self, cmd: &[&str]) -> String {
@@ -127,6 +156,22 @@ impl Room {
         let file = self.state.path().join("workroom").join(format!("{}.pid", self.ws.room_name()));
         std::fs::read_to_string(file).ok()?.trim().parse().ok()
     }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        // A forwarder ends with its room's removal, unless the test took its
+        // engine away: then it would wait minutes for it. Ended here.
+        if let Some(pid) = self.background_pid().filter(|pid| is_forwarder(*pid)) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+        }
+    }
+}
+
+/// Whether `pid` is a `workroom forward` (not a recycled pid).
+fn is_forwarder(pid: u32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline.split(|b| *b == 0).any(|arg| arg == b"forward")
 }
 
 fn alive(pid: u32) -> bool {
@@ -496,4 +541,90 @@ fn up_starts_the_forwarder_again_when_it_was_killed_even_with_nothing_else_due()
     assert!(pid != killed && alive(pid), "no live forwarder after up");
     start_httpd(&room, port);
     assert!(http_get_when_served(port).ends_with("hi\n"), "the port is not forwarded again");
+}
+
+/// Serves `/www/index.html` ("hi") on `port` in the room through the engine
+/// alone (`docker exec -d`): no workroom command runs.
+fn start_httpd_by_docker(room: &Room, port: u16) {
+    let script = format!("mkdir -p /www && echo hi > /www/index.html && exec httpd -f -p 127.0.0.1:{port} -h /www");
+    docker_ok(&["exec", "-d", &room.ws.room_name(), "sh", "-c", &script]);
+}
+
+/// Once the forwarder `pid` has linked to the room's start now: its status
+/// names that start and it is not between starts.
+fn wait_for_the_forwarder_to_follow(room: &Room, pid: u32) -> serde_json::Value {
+    let start = room.started_at();
+    let status = wait_until(REJOIN_WAIT, || {
+        room.status().filter(|s| s["pid"] == pid && s["started_at"] == start.as_str() && s["rejoining"] == false)
+    });
+    status.unwrap_or_else(|| {
+        panic!("the forwarder never followed the start {start}: {:?}\n{}", room.status(), room.log())
+    })
+}
+
+#[test]
+fn a_room_restarted_by_docker_restart_gets_its_forwarded_port_back_from_the_same_forwarder_with_no_workroom_command() {
+    let port = free_port();
+    let room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    room.workroom_ok(&["up"]);
+    let pid = room.background_pid().expect("up started a forwarder");
+    start_httpd(&room, port);
+    assert!(http_get_when_served(port).ends_with("hi\n"), "the port was not forwarded before the restart");
+    let before = room.started_at();
+
+    docker_ok(&["restart", "-t", "1", &room.ws.room_name()]);
+    assert_ne!(room.started_at(), before, "docker restart made no new start");
+    start_httpd_by_docker(&room, port);
+    let reply = http_get_when_served(port);
+    assert!(reply.ends_with("hi\n"), "the port is not forwarded again after the restart: {reply:?}\n{}", room.log());
+
+    assert_eq!(room.background_pid(), Some(pid), "the forwarder was replaced");
+    assert!(alive(pid), "the forwarder is gone");
+    wait_for_the_forwarder_to_follow(&room, pid);
+    let ports = room.ports();
+    let row = ports.lines().find(|l| l.contains(&room.ws.room_name())).unwrap_or_else(|| panic!("{ports}"));
+    for want in [port.to_string(), pid.to_string(), "listening".into()] {
+        assert!(row.contains(&want), "`{want}` missing in {row:?}");
+    }
+    assert!(!row.contains("between starts"), "{row:?}");
+    // The next `up` takes it for this start's: no second forwarder.
+    room.workroom_ok(&["up"]);
+    assert_eq!(room.background_pid(), Some(pid), "up replaced a forwarder that had followed the restart");
+    assert!(http_get_when_served(port).ends_with("hi\n"));
+}
+
+#[test]
+fn a_forwarder_whose_engine_went_away_links_to_the_start_the_room_got_meanwhile_once_the_engine_is_back() {
+    let mut engine = EngineProxy::start(Behaviour::Forward);
+    let port = free_port();
+    let mut room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    room.engine = Some(engine.host());
+    room.workroom_ok(&["up"]);
+    let pid = room.background_pid().expect("up started a forwarder");
+    start_httpd(&room, port);
+    assert!(http_get_when_served(port).ends_with("hi\n"), "the port was not forwarded before the engine went away");
+
+    // The engine shuts down: its socket goes, every connection (the
+    // forwarder's link and its event stream) is cut.
+    engine.stop();
+    let waiting = wait_until(REJOIN_WAIT, || room.status().filter(|s| s["rejoining"] == true));
+    assert!(waiting.is_some(), "the forwarder did not notice its engine go: {:?}\n{}", room.status(), room.log());
+    assert!(alive(pid), "the forwarder ended with its engine away\n{}", room.log());
+    // Meanwhile the room restarts, as the engine's restart policy starts it
+    // again when the engine comes back.
+    docker_ok(&["restart", "-t", "1", &room.ws.room_name()]);
+    start_httpd_by_docker(&room, port);
+    engine.restart();
+
+    let reply = http_get_when_served(port);
+    assert!(
+        reply.ends_with("hi\n"),
+        "the port is not forwarded again after the engine came back: {reply:?}\n{}",
+        room.log()
+    );
+    assert_eq!(room.background_pid(), Some(pid), "the forwarder was replaced");
+    wait_for_the_forwarder_to_follow(&room, pid);
+
+    room.workroom_ok(&["down"]);
+    assert!(wait_gone(pid, Duration::from_secs(10)), "the forwarder outlived `down`");
 }

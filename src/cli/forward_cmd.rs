@@ -93,6 +93,10 @@ pub async fn ports(room: Option<&str>, as_json: bool) -> anyhow::Result<i32> {
     );
     for s in &statuses {
         for f in &s.forwards {
+            let state = match s.rejoining {
+                true => format!("{} (the room is between starts)", f.shown()),
+                false => f.shown(),
+            };
             out.push_str(&format!(
                 "{:<36} {:<10} {:<26} {:<16} {:<8} {}\n",
                 s.room,
@@ -100,7 +104,7 @@ pub async fn ports(room: Option<&str>, as_json: bool) -> anyhow::Result<i32> {
                 format!("{}:{}", f.forward.target_host, f.forward.target_port),
                 f.forward.label.as_deref().unwrap_or("-"),
                 s.pid,
-                f.shown(),
+                state,
             ));
         }
         for (on, what) in [(s.ssh_agent, "ssh-agent"), (s.git_credentials, "git credentials")] {

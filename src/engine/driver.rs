@@ -15,7 +15,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, ImageInspect, SystemInfo, SystemVersion,
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage, ImageInspect, SystemInfo,
+    SystemVersion,
 };
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -62,6 +63,9 @@ pub trait Driver: Send + Sync {
     fn wait_exit<'a>(&'a self, id: &'a str, started_at: &'a str) -> Call<'a, ()>;
     /// Whether the start at `started_at` has ended (died, restarted, gone).
     fn container_died<'a>(&'a self, id: &'a str, started_at: &'a str) -> Call<'a, bool>;
+    /// Its starts, deaths, restarts and removal, replayed from the start at
+    /// `since` on, until the engine ends the stream (an engine restart).
+    fn container_events<'a>(&'a self, id: &'a str, since: &'a str) -> BoxStream<'a, Result<EventMessage, EngineError>>;
     /// Removes it, forcibly, with its anonymous volumes if asked; an absent
     /// container is not an error.
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()>;
@@ -160,6 +164,10 @@ impl Driver for DockerEngine {
 
     fn container_died<'a>(&'a self, id: &'a str, started_at: &'a str) -> Call<'a, bool> {
         Box::pin(DockerEngine::container_died(self, id, started_at))
+    }
+
+    fn container_events<'a>(&'a self, id: &'a str, since: &'a str) -> BoxStream<'a, Result<EventMessage, EngineError>> {
+        Box::pin(DockerEngine::container_events(self, id, since))
     }
 
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()> {

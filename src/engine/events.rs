@@ -1,10 +1,17 @@
 //! The engine's event stream, for noticing a room die under a command that
-//! runs in it (`docker kill`, `docker stop`, the engine restarting it).
+//! runs in it (`docker kill`, `docker stop`, the engine restarting it), and
+//! start again under its background forwarder.
 
 use super::{DockerEngine, EngineError};
+use bollard::models::EventMessage;
 use bollard::query_parameters::EventsOptions;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use std::collections::HashMap;
+
+/// The events of a room's life that [`DockerEngine::container_events`]
+/// follows: a start (`docker start`, `docker restart`, its restart policy
+/// after a crash or an engine restart), its end, and its removal.
+const LIFE_EVENTS: [&str; 4] = ["start", "restart", "die", "destroy"];
 
 impl DockerEngine {
     /// Resolves when the start of container `id` that began at `started_at`
@@ -28,6 +35,41 @@ impl DockerEngine {
             Some(Err(e)) => Err(self.map(format!("watch container {id}"), format!("container {id}"), e)),
             None => Ok(false),
         }
+    }
+}
+
+impl DockerEngine {
+    /// Container `id`'s starts, deaths, restarts and removal
+    /// ([`LIFE_EVENTS`]) from `since` (a `State.StartedAt`; now when it is
+    /// not one) on, as the engine reports them. The request goes out at the
+    /// first poll: asking from a start the caller knows replays what
+    /// happened since, so nothing between the caller's inspect and the
+    /// subscription is missed. The stream ends, or fails, when the engine
+    /// closes it (an engine restart); each event and that end are logged.
+    pub fn container_events<'a>(
+        &'a self,
+        id: &'a str,
+        since: &str,
+    ) -> impl Stream<Item = Result<EventMessage, EngineError>> + 'a {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("container".to_string(), vec![id.to_string()]),
+            ("event".to_string(), LIFE_EVENTS.iter().map(|e| e.to_string()).collect()),
+        ]);
+        let options = EventsOptions { since: events_since(since), until: None, filters: Some(filters) };
+        let began = std::time::Instant::now();
+        let events = self.docker.events(Some(options)).map(move |item| {
+            let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+            let event = item.as_ref().ok().and_then(|e| e.action.clone()).unwrap_or_default();
+            tracing::debug!(target: "workroom::engine", call = "container_events", name = %id, elapsed_ms = %elapsed_ms, ok = item.is_ok(), event = %event);
+            item.map_err(|e| self.map(format!("follow the events of {id}"), format!("container {id}"), e))
+        });
+        let end = futures_util::stream::once(async move {
+            let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+            tracing::debug!(target: "workroom::engine", call = "container_events", name = %id, elapsed_ms = %elapsed_ms, ok = true, event = "(the engine ended the stream)");
+            None
+        });
+        events.map(Some).chain(end).filter_map(std::future::ready)
     }
 }
 

@@ -8,7 +8,7 @@
 //! - `docker`: [`DockerEngine`], the Docker Engine API over bollard (no
 //!   docker CLI): connecting, containers and volumes. Its other calls are
 //!   grouped by concern beside it: `archive` (tar streams in and out),
-//!   `events` (a room's death), `exec` (processes with stdio; `hijack`
+//!   `events` (a room's death and starts), `exec` (processes with stdio; `hijack`
 //!   takes their connection over and demultiplexes it), `images`
 //!   (pull, build, remove, logs), `objects` (volumes, jobs, host facts) and
 //!   `compose` (the compose program, and a project's objects).

@@ -4,9 +4,10 @@
 //!
 //! `up` checks it on every run, the fast path included, from the state
 //! files alone (pid file, `/proc/<pid>`, the status's container start): no
-//! daemon link. A forwarder of an earlier start of the room (its link can
-//! hang after a restart, ADR 0005) is replaced; a missing one is started
-//! when there is anything to carry.
+//! daemon link. A forwarder follows the room's restarts by itself; one
+//! still on an earlier start after a short wait (its link can hang after a
+//! restart, ADR 0005) is replaced; a missing one is started when there is
+//! anything to carry.
 
 use super::state::{self, Status};
 use crate::config::Loaded;
@@ -82,15 +83,10 @@ pub async fn ensure_for_up(
     check: Check,
 ) -> anyhow::Result<Option<Status>> {
     if let Some(pid) = state::background_pid(room) {
-        match state::read_status(room, pid) {
-            // Made for an earlier start (a restart behind our back): its
-            // link may hang rather than close, so it is replaced.
-            Some(s) if s.started_at != started_at => {
-                state::end_background(room).await;
-            }
-            // Serving this start, or still starting (another `up`'s).
-            _ => return Ok(None),
+        if follows(room, pid, started_at).await {
+            return Ok(None);
         }
+        state::end_background(room).await;
     }
     let carries = !loaded.model.forward_ports.is_empty()
         || match check {
@@ -112,6 +108,29 @@ pub async fn ensure_for_up(
     ];
     start(room, &args).await.map(Some)
 }
+
+/// Whether the running forwarder `pid` serves the start at `started_at`,
+/// or is still starting (another `up`'s). One that served an earlier start
+/// follows the restart by itself ([`super::rejoin`]) and is given
+/// [`FORWARDER_REJOIN_WAIT`] to; one that does not (stuck, or of a
+/// workroom that did not follow restarts) is to be replaced.
+async fn follows(room: &str, pid: u32, started_at: &str) -> bool {
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::FORWARDER, FORWARDER_REJOIN_WAIT);
+    loop {
+        match state::read_status(room, pid) {
+            None => return true,
+            Some(s) if s.started_at == started_at && !s.rejoining => return true,
+            Some(_) if !state::is_forwarder(pid) || wait.expired() => return false,
+            Some(_) => wait.pause().await,
+        }
+    }
+}
+
+/// How long `up` waits for a forwarder of an earlier start to link to the
+/// room's new one. It notices the restart from the engine's events at once,
+/// and linking is one `docker exec` and the credentials' offer, well under
+/// a second; past this it is not coming, and `up` replaces it.
+const FORWARDER_REJOIN_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts the room's background forwarder, or returns the status of the one
 /// already running. `forward_args` are the `workroom forward` arguments that

@@ -9,11 +9,15 @@
 //!
 //! `up` starts one forwarder per room in the background (detached, its own
 //! session, output to a log file; see [`state`]) for `forwardPorts` and the
-//! credentials; it ends with the link (the room stopped or removed), and
-//! `stop`/`down` end it at once. `workroom forward` runs more by hand.
+//! credentials. It follows the room's restarts by itself, keeping its ports
+//! and linking to each new start ([`rejoin`]); it ends when the room is
+//! removed or stays stopped, and `stop`/`down` end it at once. `workroom
+//! forward` runs more by hand.
 //!
 //! # Layout
 //! - [`background`]: the room's detached forwarder, which `up` keeps.
+//! - [`rejoin`]: from the end of one start of the room to the next (pure
+//!   decisions, and the wait on the engine's events).
 //! - [`spec`]: what to forward (pure).
 //! - [`settings`]: `[forward]` opt-outs.
 //! - [`state`]: pid, log and status files; `workroom ports` reads them.
@@ -21,18 +25,21 @@
 
 pub mod background;
 mod host_credentials;
+pub mod rejoin;
 pub mod settings;
 pub mod spec;
 pub mod state;
 
 use crate::engine::Engine;
 use crate::link::RoomLink;
+use crate::retry::{Backoff, Pace};
 pub use host_credentials::Offer;
 use spec::Forward;
 use state::{ForwardState, Status};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use workroomd::pipe;
 use workroomd::proto::{Link, Request, Response, RunRequest};
 use workroomd::room;
@@ -51,11 +58,12 @@ pub struct Plan {
     pub background: bool,
 }
 
-/// Runs a forwarder until its link closes or it is told to stop (SIGTERM,
-/// SIGINT). Returns the exit code.
+/// Runs a forwarder until it is told to stop (SIGTERM, SIGINT) or the room
+/// will not come back ([`rejoin`]: removed, stopped, its engine gone for
+/// good). A restart of the room is followed: the ports stay bound and the
+/// forwarder links to the new start. Returns the exit code.
 pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
-    let room_link = RoomLink::connect(engine, &plan.container_id).await?;
-    let link = room_link.link().clone();
+    let mut room_link = RoomLink::connect(engine, &plan.container_id).await?;
     let pid = std::process::id();
 
     let mut states = Vec::new();
@@ -83,7 +91,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         let why: Vec<&str> = states.iter().map(|s| s.state.as_str()).collect();
         anyhow::bail!("nothing to forward for {}: {}", plan.room, why.join("; "));
     }
-    let status = Status {
+    let mut status = Status {
         room: plan.room.clone(),
         pid,
         background: plan.background,
@@ -91,42 +99,145 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         ssh_agent: offered && plan.offer.ssh_agent.is_some(),
         git_credentials: offered && plan.offer.git_credentials,
         started_at: plan.started_at.clone(),
+        rejoining: false,
     };
     state::write_status(&status)?;
 
+    // The link of the start being served; `None` between starts.
+    let (current, watching) = watch::channel(Some(room_link.link().clone()));
+    let carries_ports = !listeners.is_empty();
     for (listener, forward) in listeners {
-        tokio::spawn(accept_loop(listener, forward, link.clone()));
+        tokio::spawn(accept_loop(listener, forward, watching.clone()));
     }
     let offer = Arc::new(plan.offer.clone());
-    let serving = link.clone();
-    tokio::spawn(async move {
-        while let Some((request, stream)) = serving.accept().await {
-            let offer = offer.clone();
-            tokio::spawn(async move { host_credentials::handle(&offer, request, stream).await });
-        }
-    });
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let code = tokio::select! {
-        reason = link.closed() => {
-            eprintln!("workroom: the link to {} closed ({reason}); forwards end", plan.room);
-            0
-        }
-        // The link alone does not tell: after a restart of a peer room the
-        // engine keeps the dead relay's stream open and the link hangs.
-        ended = engine.wait_exit(&plan.container_id, &plan.started_at) => {
-            match ended {
-                Ok(()) => eprintln!("workroom: {} stopped or restarted; forwards end (`workroom up` starts them again)", plan.room),
-                Err(e) => eprintln!("workroom: cannot follow {}: {e}; forwards end", plan.room),
+    let mut relinks = None;
+    let code = loop {
+        let linked = std::time::Instant::now();
+        let link = room_link.link().clone();
+        let serving = tokio::spawn(serve_credentials(link.clone(), offer.clone()));
+        let ended = tokio::select! {
+            reason = link.closed() => format!("closed its link ({reason})"),
+            // The link alone does not tell: after a restart of a peer room
+            // the engine keeps the dead relay's stream open and the link
+            // hangs (ADR 0005).
+            ended = engine.wait_exit(&plan.container_id, &status.started_at) => match ended {
+                Ok(()) => "stopped or restarted".to_string(),
+                Err(e) => format!("cannot be followed ({e})"),
+            },
+            _ = term.recv() => break 0,
+            _ = int.recv() => break 130,
+        };
+        serving.abort();
+        current.send_replace(None);
+        // A start's link is not carried past its end: a hung one (ADR 0005)
+        // would keep the dead relay's exec open while the room is waited on.
+        drop(link);
+        drop(room_link);
+        eprintln!("workroom: {} {ended}; forwards wait to link to it again", plan.room);
+        status.rejoining = true;
+        let _ = state::write_status(&status);
+        let served = status.started_at.clone();
+        let next = tokio::select! {
+            next = relink(engine, &plan.container_id, &served, linked.elapsed(), &mut relinks) => next,
+            _ = term.recv() => break 0,
+            _ = int.recv() => break 130,
+        };
+        let (new_link, started_at) = match next {
+            Ok(linked) => linked,
+            Err(why) => {
+                eprintln!("workroom: {} {why}; forwards end", plan.room);
+                break 0;
             }
-            0
+        };
+        room_link = new_link;
+        // The new start's daemon knows nothing of the last one's offer.
+        let offered = offer_credentials(&room_link, &plan).await;
+        if !carries_ports && !offered {
+            eprintln!("workroom: {} started again, and there is nothing left to forward; forwards end", plan.room);
+            break 0;
         }
-        _ = term.recv() => 0,
-        _ = int.recv() => 130,
+        status.ssh_agent = offered && plan.offer.ssh_agent.is_some();
+        status.git_credentials = offered && plan.offer.git_credentials;
+        let restarted = started_at != status.started_at;
+        status.started_at = started_at;
+        status.rejoining = false;
+        if let Err(e) = state::write_status(&status) {
+            eprintln!("warning: cannot write the status of the forwards to {}: {e}", plan.room);
+        }
+        current.send_replace(Some(room_link.link().clone()));
+        match restarted {
+            true => eprintln!("workroom: {} started again; forwarding to its new start", plan.room),
+            false => eprintln!("workroom: linked to {} again; forwarding", plan.room),
+        }
     };
     state::remove_own(&plan.room, pid, plan.background);
     Ok(code)
+}
+
+/// Waits for the room's start after `served` and links to it: the link and
+/// the start's `State.StartedAt`, or why no link will come. A link to the
+/// same start again (only the link closed: a hand-off) is paced by
+/// `relinks`, which a link that held [`rejoin::LINK_SETTLED`] resets.
+async fn relink(
+    engine: &Engine,
+    id: &str,
+    served: &str,
+    held: std::time::Duration,
+    relinks: &mut Option<Backoff>,
+) -> Result<(RoomLink, String), String> {
+    let mut served = served.to_string();
+    loop {
+        let started_at = rejoin::next_start(engine, id, &served).await.map_err(|ended| ended.said())?;
+        if started_at == served {
+            if held >= rejoin::LINK_SETTLED {
+                *relinks = None;
+            }
+            let wait = relinks.get_or_insert_with(|| Backoff::new(Pace::ENGINE_RETURN, rejoin::RELINK_WAIT));
+            if wait.expired() {
+                return Err(format!("kept closing its links for {} s", rejoin::RELINK_WAIT.as_secs()));
+            }
+            // A room being stopped closes its links before its start ends
+            // (the daemon goes first): seen here, rather than linking to a
+            // daemon on its way out.
+            tokio::select! {
+                () = wait.pause() => {}
+                Ok(()) = engine.wait_exit(id, &served) => continue,
+            }
+        } else {
+            *relinks = None;
+        }
+        match connect_when_ready(engine, id).await {
+            Ok(link) => return Ok((link, started_at)),
+            // Looked at again: restarted once more, stopped, or its daemon
+            // broken (then the same start's relinks run out).
+            Err(e) => eprintln!("workroom: cannot link to the room again: {:#}", anyhow::Error::new(e)),
+        }
+        served = started_at;
+    }
+}
+
+/// A link to the room's daemon, retried while the daemon of a start that
+/// just began binds its socket.
+async fn connect_when_ready(engine: &Engine, id: &str) -> Result<RoomLink, crate::link::RoomLinkError> {
+    let mut wait = Backoff::new(Pace::STARTING, rejoin::DAEMON_READY_WAIT);
+    loop {
+        match RoomLink::connect(engine, id).await {
+            Err(e) if e.is_retryable() && !wait.expired() => wait.pause().await,
+            linked => return linked,
+        }
+    }
+}
+
+/// Answers the daemon's credential requests on one link, until it closes
+/// or its start ends.
+async fn serve_credentials(link: Link, offer: Arc<Offer>) {
+    while let Some((request, stream)) = link.accept().await {
+        let offer = offer.clone();
+        tokio::spawn(async move { host_credentials::handle(&offer, request, stream).await });
+    }
 }
 
 /// A listener on 127.0.0.1:`port`, or, when another program holds that port
@@ -150,15 +261,42 @@ fn label_suffix(forward: &Forward) -> String {
     forward.label.as_ref().map(|l| format!(" ({l})")).unwrap_or_default()
 }
 
-async fn accept_loop(listener: TcpListener, forward: Arc<Forward>, link: Link) {
+/// Accepts on one forwarded port for as long as the forwarder runs, across
+/// the room's restarts: each connection is carried on the link of the
+/// start being served, and closed at once between starts (as a direct
+/// connection to a stopped room would be refused).
+async fn accept_loop(listener: TcpListener, forward: Arc<Forward>, mut current: watch::Receiver<Option<Link>>) {
     loop {
         match listener.accept().await {
             Ok((tcp, _)) => {
-                tokio::spawn(carry(tcp, forward.clone(), link.clone()));
+                // Marked seen with the link taken: the connection's watch
+                // wakes on the next change only.
+                let link = current.borrow_and_update().clone();
+                match link {
+                    Some(link) => {
+                        tokio::spawn(carry_while_served(tcp, forward.clone(), link, current.clone()));
+                    }
+                    None => eprintln!("workroom: {forward}: the room is between starts; connection closed"),
+                }
             }
             // Out of descriptors and the like: say it, keep serving.
             Err(e) => eprintln!("workroom: {forward}: accept: {e}"),
         }
+    }
+}
+
+/// [`carry`], ended when the start it was carried to ends: that start's
+/// link can hang rather than close (ADR 0005), and the client should see
+/// its connection close as it would with a direct one.
+async fn carry_while_served(
+    tcp: TcpStream,
+    forward: Arc<Forward>,
+    link: Link,
+    mut current: watch::Receiver<Option<Link>>,
+) {
+    tokio::select! {
+        () = carry(tcp, forward.clone(), link) => {}
+        _ = current.changed() => eprintln!("workroom: {forward}: the room's start ended; connection closed"),
     }
 }
 

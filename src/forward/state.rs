@@ -47,9 +47,13 @@ pub struct Status {
     #[serde(default)]
     pub git_credentials: bool,
     /// The room's `State.StartedAt` when the forwarder linked to it: a
-    /// forwarder of an earlier start is stale.
+    /// forwarder of an earlier start is stale, unless it is `rejoining`.
     #[serde(default)]
     pub started_at: String,
+    /// Between starts: the start it served ended and it waits for the
+    /// room's next one, ports kept ([`super::rejoin`]).
+    #[serde(default)]
+    pub rejoining: bool,
 }
 
 pub fn dir() -> PathBuf {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod claude;
+pub mod engine_proxy;
 pub mod ssh_agent;
 
 use std::path::{Path, PathBuf};
@@ -226,6 +227,26 @@ pub fn finish_within(child: std::process::Child, what: &str, guard: std::time::D
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
             panic!("{what} did not finish within {guard:?}");
         }
+    }
+}
+
+/// How often [`wait_until`] looks again: what it waits on (a process, a
+/// port, a file) is a look of a millisecond or so, and 50 ms between looks
+/// costs nothing while answering soon after the fact.
+pub const WAIT_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Looks with `look` until it gives a value or `within` has passed: the
+/// value, or `None` once a look at or after the deadline gave none.
+pub fn wait_until<T>(within: std::time::Duration, mut look: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(found) = look() {
+            return Some(found);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(WAIT_LOOK_EVERY);
     }
 }
 
