@@ -76,6 +76,11 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         forwards,
         offer,
         background: a.detached,
+        // The forwarder's lines, on its stderr (a background one's log).
+        log: std::sync::Arc::new(crate::notices::Notices::streamed(|n| match n.level {
+            crate::notices::Level::Said => eprintln!("workroom: {}", n.text),
+            _ => eprintln!("{n}"),
+        })),
     };
     forward::run(&engine, plan).await
 }

@@ -406,6 +406,28 @@ pub enum SyncDirection {
     },
 }
 
+/// The program: its arguments parsed, the logs and the engine's silence
+/// notice set up, the command run, and its error, if any, printed as the
+/// whole chain on one line (each cause adds what the one before lacks),
+/// exit 2. A closed stdout is a quiet success (`workroom list | head`).
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser as _;
+    let args = Args::parse();
+    if let Some(line) = crate::logs::init() {
+        eprintln!("warning: {line}");
+    }
+    crate::engine::on_silence(|line| eprintln!("workroom: {line}"));
+    match run(args) {
+        Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) if e.is::<crate::output::BrokenPipe>() => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            eprintln!("workroom: {}", chain.join(": "));
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// Runs the command; the returned code is the process's exit status.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Cmd::Config { workspace, json, include_merged_configuration } = &args.command {

@@ -102,7 +102,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     if fast_path(engine, loaded, options, &room, say).await {
         return Ok(room.result(loaded, say));
     }
-    start(engine, loaded, &mut room).await?;
+    start(engine, loaded, &mut room, say).await?;
     let started_at = room.started_at();
     let (link, metadata) = link(engine, loaded, &mut room, say).await?;
     // Before the hooks, so they can use the forwarded credentials.
@@ -242,7 +242,7 @@ async fn fast_path(engine: &Engine, loaded: &Loaded, options: &UpOptions, room: 
 }
 
 /// Step 3: the room runs, and `room` says so, with this start's time.
-async fn start(engine: &Engine, loaded: &Loaded, room: &mut Room) -> anyhow::Result<()> {
+async fn start(engine: &Engine, loaded: &Loaded, room: &mut Room, say: &Notices) -> anyhow::Result<()> {
     if room.running() {
         return Ok(());
     }
@@ -250,7 +250,7 @@ async fn start(engine: &Engine, loaded: &Loaded, room: &mut Room) -> anyhow::Res
     let name = &room.name;
     match (&loaded.model.source, room.container.state.as_ref().and_then(|s| s.status)) {
         (crate::config::Source::Compose(compose), _) => {
-            super::compose::start(engine, loaded, compose, &room.container, name).await?
+            super::compose::start(engine, loaded, compose, &room.container, name, say).await?
         }
         // Settled before we get here; seen only if it changed since.
         (_, Some(ContainerStateStatusEnum::CREATED)) => bail!("{name} is being made by another `up`; run `up` again"),
