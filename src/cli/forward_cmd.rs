@@ -35,6 +35,8 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
             (resolved.running(&engine).await?, Some(resolved))
         }
     };
+    // The `[forward]` settings as resolved with the configuration, once.
+    let settings = resolved.as_ref().map(|r| forward::settings::ForwardSettings::from(&r.settings));
     let loaded: Option<Loaded> = resolved.map(|r| r.loaded);
     let room = found.name.clone();
     let attributes = loaded.as_ref().map(|l| l.model.ports_attributes.clone()).unwrap_or_default();
@@ -62,7 +64,7 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let offer = match (&loaded, room_process) {
-        (Some(l), true) => forward::host_offer(&l.workspace.local_folder),
+        (Some(_), true) => forward::host_offer(settings.unwrap_or_default()),
         _ => forward::Offer::default(),
     };
     if forwards.is_empty() && offer.ssh_agent.is_none() && !offer.git_credentials {

@@ -37,7 +37,6 @@ use crate::retry::{Backoff, Pace};
 pub use host_credentials::Offer;
 use spec::Forward;
 use state::{ForwardState, Status};
-use std::path::Path;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -391,8 +390,7 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str, log: &Notices) {
 
 /// The credentials a room's host process would offer from this host, with
 /// the workspace's settings.
-pub fn host_offer(workspace: &Path) -> Offer {
-    let settings = settings::load(workspace);
+pub fn host_offer(settings: settings::ForwardSettings) -> Offer {
     let ssh_agent = settings.ssh_agent.then(agent_socket).flatten();
     let git_credentials = settings.git_credentials && host_credentials::host_git_has_helper();
     Offer { ssh_agent, git_credentials }
@@ -400,8 +398,8 @@ pub fn host_offer(workspace: &Path) -> Offer {
 
 /// The host's ssh-agent a room's forwarder would offer, without asking git
 /// anything (no process spawned).
-pub fn host_ssh_agent(workspace: &Path) -> Option<std::path::PathBuf> {
-    settings::load(workspace).ssh_agent.then(agent_socket).flatten()
+pub fn host_ssh_agent(settings: settings::ForwardSettings) -> Option<std::path::PathBuf> {
+    settings.ssh_agent.then(agent_socket).flatten()
 }
 
 fn agent_socket() -> Option<std::path::PathBuf> {

@@ -94,7 +94,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     // A room to be made or started takes the full path: what the host
     // offers it is asked now, while the engine works.
     let running_before = existing.as_ref().and_then(|c| c.state.as_ref()?.running) == Some(true);
-    let full_check = (!running_before || options.recreate).then(|| Check::full(loaded));
+    let full_check = (!running_before || options.recreate).then(|| Check::full(loaded, options.forward));
     let mut room = settle_or_make(engine, loaded, options, name, existing, say).await?;
     if !room.created {
         super::reattach::say(engine, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
@@ -106,7 +106,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     let started_at = room.started_at();
     let (link, metadata) = link(engine, loaded, &mut room, say).await?;
     // Before the hooks, so they can use the forwarded credentials.
-    let check = full_check.unwrap_or_else(|| Check::full(loaded));
+    let check = full_check.unwrap_or_else(|| Check::full(loaded, options.forward));
     keep_forwarder(loaded, &room.name, &started_at, check, say).await;
     let probed = run_hooks(engine, loaded, options, &room, &link, &metadata, say).await?;
     report(engine, &room, &link, probed.as_ref(), say).await?;
@@ -230,7 +230,7 @@ async fn fast_path(engine: &Engine, loaded: &Loaded, options: &UpOptions, room: 
     }
     // State files only: a forwarder that died or belongs to an earlier
     // start is replaced without a daemon link.
-    keep_forwarder(loaded, &room.name, &started_at, Check::Fast, say).await;
+    keep_forwarder(loaded, &room.name, &started_at, Check::Fast(options.forward), say).await;
     // Only rooms that run the image's program pay a link for its state.
     let entrypoint = room.container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
     if super::program::has_program(&entrypoint) {
