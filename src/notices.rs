@@ -9,7 +9,7 @@
 //! test pins what `up` said from the returned data, without a terminal.
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// How a line is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,13 +84,13 @@ impl Notices {
         if self.keep {
             // A sink that panicked mid-push poisons nothing worth losing:
             // the list is whole after every push.
-            self.kept.lock().unwrap_or_else(PoisonError::into_inner).push(notice);
+            workroomd::locks::lock(&self.kept).push(notice);
         }
     }
 
     /// Every line said so far, in order, leaving none kept.
     pub fn take(&self) -> Vec<Notice> {
-        std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut *workroomd::locks::lock(&self.kept))
     }
 }
 
