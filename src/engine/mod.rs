@@ -162,6 +162,26 @@ pub(crate) async fn logged_long<T, E>(
     result
 }
 
+/// [`logged`] for a call the engine answers as a stream (a download, a
+/// container's logs): one line when its first item comes, timed from the
+/// call, and one for any item that is an error.
+pub(crate) fn logged_stream<'a, T: 'a, E: 'a>(
+    call: &'static str,
+    name: String,
+    stream: impl futures_util::Stream<Item = Result<T, E>> + 'a,
+) -> impl futures_util::Stream<Item = Result<T, E>> + 'a {
+    use futures_util::StreamExt as _;
+    let began = std::time::Instant::now();
+    let mut first = true;
+    stream.map(move |item| {
+        if std::mem::take(&mut first) || item.is_err() {
+            let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+            tracing::debug!(target: "workroom::engine", call = %call, name = %name, elapsed_ms = %elapsed_ms, ok = item.is_ok());
+        }
+        item
+    })
+}
+
 /// Where the silence notice goes: set once by the program (`cli` prints
 /// it on stderr); unset, it is not said. A process-wide sink, because the
 /// notice comes from under any engine call, whoever made it.
