@@ -39,6 +39,22 @@ const UID_MARKER: &str = "update-remote-user-uid";
 const START_MARKER: &str = "post-start";
 const DONE: &str = "done";
 
+/// Test-only: `WORKROOM_TEST_KILL_AT=<event>:<key>` makes `up` SIGKILL
+/// itself at that named point (`claimed:postCreateCommand`), so the
+/// integration tests (tests/hook_kills.rs) can aim a kill at each marker
+/// write of `up` without racing a timer. Nothing sets it outside tests; unset,
+/// a point costs one environment lookup.
+pub const KILL_AT_ENV: &str = "WORKROOM_TEST_KILL_AT";
+
+fn kill_point(event: &str, key: &str) {
+    let Some(at) = std::env::var_os(KILL_AT_ENV) else { return };
+    if at.to_str() == Some(&format!("{event}:{key}")) {
+        use std::io::Write as _;
+        let _ = std::io::stderr().flush();
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// How long an `up` waits for another `up`'s hooks. Hooks install
 /// dependencies and may take long; a claim older than this is taken over.
 const CLAIM_WAIT: Duration = Duration::from_secs(30 * 60);
@@ -249,6 +265,7 @@ where
     loop {
         let (applied, current) = link.set_marker(key, Some(claim.clone()), expected.clone()).await?;
         if applied {
+            kill_point("claimed", key);
             break;
         }
         match current.as_deref() {
