@@ -229,6 +229,17 @@ pub fn finish_within(child: std::process::Child, what: &str, guard: std::time::D
     }
 }
 
+/// Polls `done` until it holds, every 50 ms; fails the test naming `what`
+/// past `guard`. For a state the test can only observe, not be told of
+/// (a file a hook writes in the room).
+pub fn wait_until(what: &str, guard: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + guard;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {guard:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// `workroom ARGS` with no workspace flag (`list`, `stop NAME`).
 pub fn run_workroom(args: &[&str]) -> Output {
     let mut cmd = Command::new(workroom_bin());
