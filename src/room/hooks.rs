@@ -36,6 +36,7 @@ use std::time::Duration;
 use workroomd::proto::{
     Event, HookCommands, HookRun, HookState, HookStep, Request, Response, RunRequest, StartPlan, StreamHandle,
 };
+use workroomd::room::{MARKER_DONE as DONE, POST_START_MARKER as START_MARKER, START_PLAN_MARKER as PLAN_MARKER};
 
 /// The once-per-container hooks, in this order; each has its own marker,
 /// named after its property.
@@ -46,7 +47,6 @@ const LEGACY_CREATE_MARKER: &str = "create-hooks";
 /// `updateRemoteUserUID`, once per container. It is idempotent, so a claim
 /// its `up` abandoned is taken over and it runs again.
 const UID_MARKER: &str = "update-remote-user-uid";
-use workroomd::room::{MARKER_DONE as DONE, POST_START_MARKER as START_MARKER, START_PLAN_MARKER as PLAN_MARKER};
 
 /// Test-only: `WORKROOM_TEST_KILL_AT=<event>:<key>` makes `up` SIGKILL
 /// itself at that named point, so the integration tests

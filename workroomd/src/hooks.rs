@@ -27,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use workroomd::proto::{
     ExitStatus, HookCommands, HookRun, HookState, HookStep, Response, StartPlan, StreamError, StreamHandle,
 };
+use workroomd::room::{MARKER_DONE as DONE, POST_START_MARKER as START_MARKER, START_PLAN_MARKER as PLAN_MARKER};
 use workroomd::users::ResolvedUser;
 
 /// The output a job keeps for hosts that follow it: the last 1 MiB. A host
@@ -44,7 +45,6 @@ const FOLLOW_CHUNK: usize = 64 * 1024;
 /// hook that writes without newlines must not grow the daemon's memory.
 const LINE_MAX: usize = 16 * 1024;
 
-use workroomd::room::{MARKER_DONE as DONE, POST_START_MARKER as START_MARKER, START_PLAN_MARKER as PLAN_MARKER};
 /// The prefix of the daemon's own claims; beyond it `BOOT:JOB`.
 const OWN_CLAIM: &str = "running:workroomd@";
 /// Any claim: the daemon's, or a host's (`running:HOST:PID:NONCE`).

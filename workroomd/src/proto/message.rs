@@ -428,7 +428,6 @@ pub struct HookRun {
     /// The hook's property (`postCreateCommand`): names its reference-CLI
     /// marker file and the lines about it.
     pub hook: String,
-    #[serde(flatten)]
     pub run: HookCommands,
     /// The container time the reference CLI (devcontainers/cli) records in
     /// its marker file for this hook, `~/.devcontainer/.<hook>Marker` of the
@@ -444,7 +443,6 @@ pub struct HookRun {
 /// (see [`Request::SetStartPlan`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartPlan {
-    #[serde(flatten)]
     pub run: HookCommands,
     /// Markers that must say `done` before it runs at a start: the create
     /// hooks' (a room whose postCreateCommand has not run yet gets its
@@ -783,8 +781,9 @@ mod tests {
         assert_eq!(
             wire(&run),
             json!({"op": "run_hook", "key": "postCreateCommand", "done": "done", "hook": "postCreateCommand",
-                   "commands": [[{"label": "postCreateCommand", "argv": ["true"]}]],
-                   "user": "dev", "env": {}, "cwd": "/w", "reference_time": "2026-12-01T10:00:00Z"})
+                   "run": {"commands": [[{"label": "postCreateCommand", "argv": ["true"]}]],
+                           "user": "dev", "env": {}, "cwd": "/w"},
+                   "reference_time": "2026-12-01T10:00:00Z"})
         );
         assert!(run.is_streaming());
         round_trip(&run);
