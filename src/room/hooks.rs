@@ -28,6 +28,7 @@
 use super::reference_markers as reference;
 use crate::config::{substitute, Command, Hook, Loaded};
 use crate::link::RoomLink;
+use crate::notices::Notices;
 use crate::plan::metadata::{Merged, Origin};
 use anyhow::{bail, Context as _};
 use std::collections::{BTreeMap, HashMap};
@@ -125,12 +126,20 @@ pub struct HookContext<'a> {
     /// CLI writes them into its marker files.
     pub created_at: String,
     pub started_at: String,
+    /// Where the hooks' own lines go (what runs, what is skipped and why).
+    pub say: &'a Notices,
 }
 
 impl<'a> HookContext<'a> {
     /// `remoteEnv` with `${containerEnv:...}` resolved against the room's
     /// environment; a `null` value is left out.
-    pub fn new(loaded: &'a Loaded, metadata: &'a Merged, user: &str, container_env: &HashMap<String, String>) -> Self {
+    pub fn new(
+        loaded: &'a Loaded,
+        metadata: &'a Merged,
+        user: &str,
+        container_env: &HashMap<String, String>,
+        say: &'a Notices,
+    ) -> Self {
         let ctx = substitute::Context { container_env: Some(container_env), ..Default::default() };
         let env = metadata
             .remote_env
@@ -145,6 +154,7 @@ impl<'a> HookContext<'a> {
             cwd: loaded.workspace.folder.clone(),
             created_at: String::new(),
             started_at: String::new(),
+            say,
         }
     }
 }
@@ -186,7 +196,7 @@ async fn by_daemon(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, bo
             after.push(hook.property().to_string());
             if !is_done(markers, hook.property()) {
                 let run = hook_run(ctx, hook, hook.property(), DONE, &ctx.created_at);
-                daemon_job(link, run, OnAbandoned::Interrupted).await?;
+                daemon_job(link, run, OnAbandoned::Interrupted, ctx.say).await?;
             }
         }
     }
@@ -204,7 +214,7 @@ async fn by_daemon(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, bo
         // Also with no postStartCommand: the marker then says this start
         // needs nothing, and the next `up` asks nothing.
         let run = hook_run(ctx, Hook::PostStart, START_MARKER, boot_id, &ctx.started_at);
-        daemon_job(link, run, OnAbandoned::RunAgain).await?;
+        daemon_job(link, run, OnAbandoned::RunAgain, ctx.say).await?;
     }
     Ok(())
 }
@@ -245,7 +255,7 @@ fn start_plan(ctx: &HookContext<'_>, after: Vec<String>) -> StartPlan {
 /// Asks the daemon for `run` and follows it to its end. A host's claim
 /// (an `up` of a workroom before hook jobs) is waited for while its `up`
 /// lives, and one whose `up` died is dealt with as that workroom did.
-async fn daemon_job(link: &RoomLink, run: HookRun, on_abandoned: OnAbandoned) -> anyhow::Result<()> {
+async fn daemon_job(link: &RoomLink, run: HookRun, on_abandoned: OnAbandoned, say: &Notices) -> anyhow::Result<()> {
     let (key, hook) = (run.key.clone(), run.hook.clone());
     let mut wait = crate::retry::Backoff::new(crate::retry::Pace::HOOK, CLAIM_WAIT);
     loop {
@@ -256,14 +266,14 @@ async fn daemon_job(link: &RoomLink, run: HookRun, on_abandoned: OnAbandoned) ->
             Response::Hook(HookState::Done) => return Ok(()),
             Response::Hook(HookState::Started) => kill_point("claimed", &key),
             Response::Hook(HookState::Following) => {
-                eprintln!("[{hook}] runs already (begun by another `up`, or at the room's start); following it")
+                say.say(format!("[{hook}] runs already (begun by another `up`, or at the room's start); following it"))
             }
             Response::Hook(HookState::Busy { current }) => {
                 let abandoned = is_abandoned(&current);
                 if abandoned && on_abandoned == OnAbandoned::Interrupted {
                     let (applied, _) = link.set_marker(&key, Some(run.done.clone()), Some(current)).await?;
                     if applied {
-                        say_interrupted(Once::Interrupted, &hook);
+                        say_interrupted(say, Once::Interrupted, &hook);
                         return Ok(());
                     }
                 } else if abandoned || wait.expired() {
@@ -334,13 +344,13 @@ async fn by_host(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot
             let ran_by_reference = reference::ran(&theirs, hook, &ctx.created_at);
             let outcome = once(link, hook.property(), None, DONE, OnAbandoned::Interrupted, || async {
                 if ran_by_reference {
-                    eprintln!("[{}] already run by the reference CLI (devcontainer up)", hook.property());
+                    ctx.say.say(format!("[{}] already run by the reference CLI (devcontainer up)", hook.property()));
                     return Ok(());
                 }
                 run_recorded(link, ctx, hook, &ctx.created_at).await
             })
             .await?;
-            say_interrupted(outcome, hook.property());
+            say_interrupted(ctx.say, outcome, hook.property());
         }
     }
     if start_due {
@@ -352,7 +362,7 @@ async fn by_host(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot
             if !has(Hook::PostStart) {
                 Ok(())
             } else if ran_by_reference {
-                eprintln!("[postStartCommand] already run by the reference CLI (devcontainer up)");
+                ctx.say.say("[postStartCommand] already run by the reference CLI (devcontainer up)");
                 Ok(())
             } else {
                 run_recorded(link, ctx, Hook::PostStart, &ctx.started_at).await
@@ -378,7 +388,7 @@ async fn run_hook(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook) -> anyhow:
 /// reference does; a failed hook takes the file back, since it is to run
 /// again (our claim is released too).
 async fn run_recorded(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, time: &str) -> anyhow::Result<()> {
-    reference::write(link, &ctx.user, hook, time).await;
+    reference::write(link, &ctx.user, hook, time, ctx.say).await;
     let result = run_hook(link, ctx, hook).await;
     if result.is_err() {
         reference::forget(link, &ctx.user, hook).await;
@@ -386,11 +396,11 @@ async fn run_recorded(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, time: 
     result
 }
 
-fn say_interrupted(outcome: Once, hook: &str) {
+fn say_interrupted(say: &Notices, outcome: Once, hook: &str) {
     if outcome == Once::Interrupted {
-        eprintln!(
-            "warning: {hook} began under an `up` that died before it ended; it is not run twice (`workroom up --recreate` makes the room afresh)"
-        );
+        say.warn(format!(
+            "{hook} began under an `up` that died before it ended; it is not run twice (`workroom up --recreate` makes the room afresh)"
+        ));
     }
 }
 
@@ -410,7 +420,7 @@ async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyho
         // then has two owners and a hook writing to it fails.
         let (passwd, _) = link.users().await?;
         if let Some(note) = super::users::numeric_user_note(&ctx.user, uid, &passwd) {
-            eprintln!("warning: {note}");
+            ctx.say.warn(note);
         }
         return Ok(());
     }
@@ -540,7 +550,7 @@ pub async fn run_in_room(
 ) -> anyhow::Result<()> {
     let jobs = steps(hook, origin, cmd);
     let runs = jobs.iter().map(|HookStep { label, argv }| async move {
-        eprintln!("[{label}] {}", argv.join(" "));
+        ctx.say.say(format!("[{label}] {}", argv.join(" ")));
         let request = RunRequest {
             argv: argv.clone(),
             user: Some(ctx.user.clone()),
@@ -561,13 +571,13 @@ pub async fn run_in_room(
 }
 
 /// `initializeCommand`, on the host, in the workspace folder.
-pub async fn run_on_host(cmd: &Command, folder: &Path) -> anyhow::Result<()> {
+pub async fn run_on_host(cmd: &Command, folder: &Path, say: &Notices) -> anyhow::Result<()> {
     let jobs: Vec<(String, Vec<String>)> = match cmd {
         Command::Parallel(named) => named.iter().map(|(n, c)| (format!("initializeCommand:{n}"), argv(c))).collect(),
         simple => vec![("initializeCommand".to_string(), argv(simple))],
     };
     for (label, argv) in jobs {
-        eprintln!("[{label}] {}", argv.join(" "));
+        say.say(format!("[{label}] {}", argv.join(" ")));
         let status = tokio::process::Command::new(&argv[0])
             .args(&argv[1..])
             .current_dir(folder)

@@ -157,7 +157,7 @@ async fn settle_or_make(
         bail!("{why}");
     }
     if let Some(cmd) = loaded.model.lifecycle.get(Hook::Initialize) {
-        hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
+        hooks::run_on_host(cmd, &loaded.workspace.local_folder, say).await?;
     }
     if options.recreate {
         // Held while removing, so of concurrent recreates one removes and
@@ -300,7 +300,7 @@ async fn run_hooks(
     say: &Notices,
 ) -> anyhow::Result<Option<BTreeMap<String, String>>> {
     let container_env = super::container_env(&room.container);
-    let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &room.remote_user, &container_env);
+    let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &room.remote_user, &container_env, say);
     ctx.created_at = room.container.created.clone().unwrap_or_default();
     ctx.started_at = room.started_at();
     ctx.env.extend(crate::forward::room_env(&room.name));
