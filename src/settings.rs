@@ -48,17 +48,17 @@ pub const MAX_PEER_GROUP: usize = 32;
 /// A peer group's name: lower-case letters, digits and inner dashes. It is
 /// part of container and volume names and of a host folder's path, so no
 /// `.` (the names stay injective), no `/` and nothing a name cannot hold.
-pub fn check_peer_group(name: &str) -> Result<(), String> {
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("peer group {0:?}: use lower-case letters, digits and inner dashes, at most {MAX_PEER_GROUP} characters")]
+pub struct BadPeerGroup(pub String);
+
+pub fn check_peer_group(name: &str) -> Result<(), BadPeerGroup> {
     let ok = !name.is_empty()
         && name.len() <= MAX_PEER_GROUP
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
-    ok.then_some(()).ok_or_else(|| {
-        format!(
-            "peer group {name:?}: use lower-case letters, digits and inner dashes, at most {MAX_PEER_GROUP} characters"
-        )
-    })
+    ok.then_some(()).ok_or_else(|| BadPeerGroup(name.to_string()))
 }
 
 /// One settings file as written: every key optional, unknown keys refused

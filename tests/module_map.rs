@@ -28,10 +28,8 @@ fn the_architecture_docs_module_map_names_every_source_file_and_no_other() {
     let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
     let map = doc.split("## Module map").nth(1).expect("docs/architecture.md has a `## Module map` section");
     let map = map.split("\n## ").next().unwrap_or_default();
-    let listed: BTreeSet<String> = map
-        .lines()
-        .filter_map(|l| l.strip_prefix("- `")?.split('`').next().map(str::to_string))
-        .collect();
+    let listed: BTreeSet<String> =
+        map.lines().filter_map(|l| l.strip_prefix("- `")?.split('`').next().map(str::to_string)).collect();
     let unlisted: Vec<_> = tree.difference(&listed).collect();
     let gone: Vec<_> = listed.difference(&tree).collect();
     assert!(

@@ -30,7 +30,7 @@ pub async fn attach(args: &RoomArgs, wanted: &str, detach_keys: Option<&str>) ->
     let engine = Engine::connect().await?;
     let room = args.running(&engine).await?;
     let found = agents::list(&engine, &room.name, &room.container).await?;
-    let agent = agents::find(&found, wanted).map_err(anyhow::Error::msg)?;
+    let agent = agents::find(&found, wanted)?;
     let Some(pane) = agent.session.pane.clone() else {
         eprintln!("{}", not_in_a_pane(agent));
         return Ok(1);

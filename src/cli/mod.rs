@@ -126,11 +126,11 @@ pub struct WorktreeArgs {
     pub from: Option<String>,
 }
 
-fn worktree_name(name: &str) -> Result<String, String> {
+fn worktree_name(name: &str) -> Result<String, crate::plan::worktree::BadWorktreeName> {
     crate::plan::worktree::check_name(name).map(|()| name.to_string())
 }
 
-fn peer_group(name: &str) -> Result<String, String> {
+fn peer_group(name: &str) -> Result<String, crate::settings::BadPeerGroup> {
     crate::settings::check_peer_group(name).map(|()| name.to_string())
 }
 

@@ -157,7 +157,7 @@ impl Program {
             }
             other => other,
         })?;
-        parse_yaml(&text).map_err(|reason| ComposeError::Unreadable { command: self.describe(&args), reason })
+        parse_yaml(&text).map_err(|e| ComposeError::Unreadable { command: self.describe(&args), reason: e.to_string() })
     }
 
     fn describe(&self, args: &[String]) -> String {
@@ -206,8 +206,8 @@ fn last_error(said: &str) -> String {
 }
 
 /// A YAML document (the first) as JSON values.
-pub fn parse_yaml(text: &str) -> Result<Value, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
+pub fn parse_yaml(text: &str) -> Result<Value, yaml_rust2::ScanError> {
+    let docs = YamlLoader::load_from_str(text)?;
     Ok(docs.first().map(to_json).unwrap_or(Value::Null))
 }
 

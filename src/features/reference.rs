@@ -106,28 +106,57 @@ pub struct Classified {
     pub warning: Option<String>,
 }
 
-/// Classifies `user_id`; `config_dir` is devcontainer.json's folder. The
-/// error is the reason, for the caller to prefix with the property.
-pub fn classify(user_id: &str, config_dir: &Path) -> Result<Classified, String> {
+/// Why a key of `features` names nothing we can install; the caller
+/// prefixes it with the property.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("legacy feature {0:?} is not supported (see https://containers.dev/features for its replacement); a local feature is written \"./{0}\"")]
+    Legacy(String),
+    #[error("a feature tarball is fetched over https:// (plain http is used for localhost only, written https://localhost:PORT/…)")]
+    PlainHttp,
+    #[error("a local feature is a relative path such as \"./my-feature\", not an absolute one")]
+    AbsolutePath,
+    #[error("a local feature must be a folder inside {0}")]
+    OutsideFolder(String),
+    #[error("{url:?} is not a valid URL ({reason})")]
+    Url { url: String, reason: String },
+    #[error("a feature tarball must be named devcontainer-feature-<id>.tgz, found {0:?}")]
+    TarballName(String),
+    #[error("the tarball's feature id {0:?} may hold only letters, digits, '-' and '_'")]
+    TarballId(String),
+    #[error("a feature reference may not start with '.' (a local feature is written \"./name\")")]
+    LeadingDot,
+    #[error("{0:?} is not a digest such as sha256:<64 hex digits>")]
+    Digest(String),
+    #[error("{0:?} is not a valid tag")]
+    Tag(String),
+    #[error("an OCI feature is written registry/namespace/id[:tag], e.g. ghcr.io/devcontainers/features/node:1")]
+    TooShort,
+    #[error("{0:?} is not a registry host (the reference's GitHub-release features are not supported; publish the feature to an OCI registry)")]
+    NotARegistry(String),
+    #[error("{namespace}/{id:?} is not a valid repository path")]
+    Repository { namespace: String, id: String },
+}
+
+/// Classifies `user_id`; `config_dir` is devcontainer.json's folder.
+pub fn classify(user_id: &str, config_dir: &Path) -> Result<Classified, ReferenceError> {
     let (mapped, warning) = backward_compatible(user_id);
     if !mapped.contains('/') && !mapped.contains('\\') {
-        return Err(format!(
-            "legacy feature {user_id:?} is not supported (see https://containers.dev/features for its replacement); a local feature is written \"./{user_id}\""
-        ));
+        return Err(ReferenceError::Legacy(user_id.to_string()));
     }
     if mapped.starts_with("https://") {
         return tarball(&mapped).map(|(url, id)| Classified { source: Source::Tarball(url), id, warning });
     }
     if mapped.starts_with("http://") {
-        return Err("a feature tarball is fetched over https:// (plain http is used for localhost only, written https://localhost:PORT/…)".into());
+        return Err(ReferenceError::PlainHttp);
     }
     if mapped.starts_with('/') {
-        return Err("a local feature is a relative path such as \"./my-feature\", not an absolute one".into());
+        return Err(ReferenceError::AbsolutePath);
     }
     if mapped.starts_with("./") || mapped.starts_with("../") {
         let folder = normalize(&config_dir.join(&mapped));
         if !folder.starts_with(config_dir) || folder == config_dir {
-            return Err(format!("a local feature must be a folder inside {}", config_dir.display()));
+            return Err(ReferenceError::OutsideFolder(config_dir.display().to_string()));
         }
         let id = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         return Ok(Classified { source: Source::Local(folder), id, warning });
@@ -168,8 +197,9 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The URL and id of a direct tarball reference.
-fn tarball(url: &str) -> Result<(String, String), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL ({e})"))?;
+fn tarball(url: &str) -> Result<(String, String), ReferenceError> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| ReferenceError::Url { url: url.to_string(), reason: e.to_string() })?;
     let name = parsed.path().rsplit('/').next().unwrap_or_default();
     // The reference's /devcontainer-feature-(.*).tgz/ (unanchored, `.` any character).
     let id = name
@@ -177,9 +207,9 @@ fn tarball(url: &str) -> Result<(String, String), String> {
         .map(|at| &name[at + "devcontainer-feature-".len()..])
         .filter(|rest| rest.len() > 4 && rest.ends_with("tgz"))
         .map(|rest| &rest[..rest.len() - 4])
-        .ok_or_else(|| format!("a feature tarball must be named devcontainer-feature-<id>.tgz, found {name:?}"))?;
+        .ok_or_else(|| ReferenceError::TarballName(name.to_string()))?;
     if !valid_id(id) {
-        return Err(format!("the tarball's feature id {id:?} may hold only letters, digits, '-' and '_'"));
+        return Err(ReferenceError::TarballId(id.to_string()));
     }
     Ok((parsed.to_string(), id.to_string()))
 }
@@ -189,17 +219,17 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// `getRef`: the reference lower-cases the whole input first.
-pub fn parse_oci(input: &str) -> Result<OciRef, String> {
+pub fn parse_oci(input: &str) -> Result<OciRef, ReferenceError> {
     let input = input.to_lowercase();
     if input.starts_with('.') {
-        return Err("a feature reference may not start with '.' (a local feature is written \"./name\")".into());
+        return Err(ReferenceError::LeadingDot);
     }
     let last_slash = input.rfind('/');
     let (resource, tag, digest) = if let Some(at) = input.rfind('@') {
         let digest = &input[at + 1..];
         match digest.split_once(':') {
             Some(("sha256", hex)) if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) => {}
-            _ => return Err(format!("{digest:?} is not a digest such as sha256:<64 hex digits>")),
+            _ => return Err(ReferenceError::Digest(digest.to_string())),
         }
         (&input[..at], None, Some(digest.to_string()))
     } else {
@@ -214,7 +244,7 @@ pub fn parse_oci(input: &str) -> Result<OciRef, String> {
             && tag.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
             && tag.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
         if !ok {
-            return Err(format!("{tag:?} is not a valid tag"));
+            return Err(ReferenceError::Tag(tag.clone()));
         }
     }
     let mut parts: Vec<&str> = resource.split('/').collect();
@@ -223,20 +253,16 @@ pub fn parse_oci(input: &str) -> Result<OciRef, String> {
         parts[1] = "devcontainers-extra";
     }
     if parts.len() < 3 {
-        return Err(
-            "an OCI feature is written registry/namespace/id[:tag], e.g. ghcr.io/devcontainers/features/node:1".into(),
-        );
+        return Err(ReferenceError::TooShort);
     }
     let registry = parts[0].to_string();
     if !registry.contains('.') && !registry.starts_with("localhost") {
-        return Err(format!(
-            "{registry:?} is not a registry host (the reference's GitHub-release features are not supported; publish the feature to an OCI registry)"
-        ));
+        return Err(ReferenceError::NotARegistry(registry));
     }
     let id = parts[parts.len() - 1].to_string();
     let namespace = parts[1..parts.len() - 1].join("/");
     if !valid_repository_path(&format!("{namespace}/{id}")) {
-        return Err(format!("{namespace}/{id:?} is not a valid repository path"));
+        return Err(ReferenceError::Repository { namespace, id });
     }
     Ok(OciRef { registry, namespace, id, tag, digest })
 }
@@ -301,11 +327,11 @@ mod tests {
     #[test]
     fn bad_oci_references_are_refused_with_the_reason() {
         let dir = Path::new("/w/.devcontainer");
-        assert!(classify("ghcr.io/node", dir).unwrap_err().contains("registry/namespace/id"));
-        assert!(classify("owner/repo/feature", dir).unwrap_err().contains("not a registry host"));
-        assert!(classify("ghcr.io/a/b@sha256:12", dir).unwrap_err().contains("not a digest"));
-        assert!(classify("ghcr.io/a/b:-x", dir).unwrap_err().contains("not a valid tag"));
-        assert!(classify("ghcr.io/a__b/c", dir).unwrap_err().contains("not a valid repository path"));
+        assert!(classify("ghcr.io/node", dir).unwrap_err().to_string().contains("registry/namespace/id"));
+        assert!(classify("owner/repo/feature", dir).unwrap_err().to_string().contains("not a registry host"));
+        assert!(classify("ghcr.io/a/b@sha256:12", dir).unwrap_err().to_string().contains("not a digest"));
+        assert!(classify("ghcr.io/a/b:-x", dir).unwrap_err().to_string().contains("not a valid tag"));
+        assert!(classify("ghcr.io/a__b/c", dir).unwrap_err().to_string().contains("not a valid repository path"));
     }
 
     #[test]
@@ -319,7 +345,10 @@ mod tests {
         assert_eq!(c.source, Source::Oci(parse_oci("ghcr.io/devcontainers/features/node:1").unwrap()));
         assert!(c.warning.unwrap().contains("\"ghcr.io/devcontainers/features/node:1\""));
         assert_eq!(classify("golang", Path::new("/w")).unwrap().id, "go");
-        assert!(classify("fish", Path::new("/w")).unwrap_err().contains("legacy feature \"fish\" is not supported"));
+        assert!(classify("fish", Path::new("/w"))
+            .unwrap_err()
+            .to_string()
+            .contains("legacy feature \"fish\" is not supported"));
     }
 
     #[test]
@@ -328,10 +357,10 @@ mod tests {
         let c = classify("./features/hello", dir).unwrap();
         assert_eq!(c.source, Source::Local(PathBuf::from("/w/.devcontainer/features/hello")));
         assert_eq!(c.id, "hello");
-        assert!(classify("../outside", dir).unwrap_err().contains("inside /w/.devcontainer"));
-        assert!(classify("./a/../../x", dir).unwrap_err().contains("inside"));
+        assert!(classify("../outside", dir).unwrap_err().to_string().contains("inside /w/.devcontainer"));
+        assert!(classify("./a/../../x", dir).unwrap_err().to_string().contains("inside"));
         assert!(classify("./..", dir).is_err());
-        assert!(classify("/abs/feature", dir).unwrap_err().contains("relative path"));
+        assert!(classify("/abs/feature", dir).unwrap_err().to_string().contains("relative path"));
     }
 
     #[test]
@@ -340,8 +369,14 @@ mod tests {
         let c = classify("https://localhost:8080/dl/devcontainer-feature-hello.tgz", dir).unwrap();
         assert_eq!(c.id, "hello");
         assert_eq!(c.source, Source::Tarball("https://localhost:8080/dl/devcontainer-feature-hello.tgz".into()));
-        assert!(classify("https://example.com/hello.tgz", dir).unwrap_err().contains("devcontainer-feature-<id>.tgz"));
+        assert!(classify("https://example.com/hello.tgz", dir)
+            .unwrap_err()
+            .to_string()
+            .contains("devcontainer-feature-<id>.tgz"));
         assert!(classify("https://example.com/devcontainer-feature-a b.tgz", dir).is_err());
-        assert!(classify("http://example.com/devcontainer-feature-x.tgz", dir).unwrap_err().contains("https://"));
+        assert!(classify("http://example.com/devcontainer-feature-x.tgz", dir)
+            .unwrap_err()
+            .to_string()
+            .contains("https://"));
     }
 }

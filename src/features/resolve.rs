@@ -183,7 +183,7 @@ pub async fn resolve(
                 config: loaded.config_path.clone(),
                 index,
                 id: id.clone(),
-                reason,
+                reason: reason.to_string(),
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -342,7 +342,8 @@ impl Resolver<'_> {
         if let Some(f) = self.fetched.get(user_id) {
             return Ok(f.clone());
         }
-        let classified = classify(user_id, &self.config_dir).map_err(|reason| self.reference_error(user_id, reason))?;
+        let classified =
+            classify(user_id, &self.config_dir).map_err(|reason| self.reference_error(user_id, reason.to_string()))?;
         if let Some(w) = &classified.warning {
             self.report.warning(&format!("{}: {w}", self.loaded.config_path.display()));
         }

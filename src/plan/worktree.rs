@@ -24,18 +24,20 @@ pub const REPO_PLACEHOLDER: &str = "{repo}";
 /// A worktree's NAME is one folder name: letters, digits, `-`, `_` and `.`,
 /// not starting with `.` or `-` (no hidden folder, nothing git or a shell
 /// could read as an option). A branch with a `/` is `--branch feat/x`.
-pub fn check_name(name: &str) -> Result<(), String> {
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "worktree name {0:?}: use letters, digits, `-`, `_` and `.` (one folder name, not starting \
+     with `.` or `-`); a branch with a `/` is `--branch feat/x`"
+)]
+pub struct BadWorktreeName(pub String);
+
+pub fn check_name(name: &str) -> Result<(), BadWorktreeName> {
     let ok = !name.is_empty()
         && name.len() <= 100
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && !name.starts_with(['.', '-'])
         && !name.ends_with(".lock");
-    ok.then_some(()).ok_or_else(|| {
-        format!(
-            "worktree name {name:?}: use letters, digits, `-`, `_` and `.` (one folder name, not starting \
-             with `.` or `-`); a branch with a `/` is `--branch feat/x`"
-        )
-    })
+    ok.then_some(()).ok_or_else(|| BadWorktreeName(name.to_string()))
 }
 
 /// Where the worktree NAME of the repository checked out at `main` goes.
@@ -282,7 +284,7 @@ mod tests {
             assert_eq!(check_name(good), Ok(()), "{good}");
         }
         for bad in ["", ".hidden", "-x", "a/b", "..", "a b", "x.lock", "é", &"x".repeat(101)] {
-            let e = check_name(bad).unwrap_err();
+            let e = check_name(bad).unwrap_err().to_string();
             assert!(e.contains("--branch"), "{bad:?}: {e}");
         }
     }

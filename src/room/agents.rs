@@ -124,7 +124,17 @@ pub fn branch_of(folder: &Path) -> Option<String> {
 
 /// The agent `wanted` names, as `workroom agents` prints them: a name, a
 /// session id or a pid, exactly, else a unique prefix of a name or id.
-pub fn find<'a>(agents: &'a [Agent], wanted: &str) -> Result<&'a Agent, String> {
+/// Why no one agent is the one asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FindError {
+    #[error("no agent {0:?} in this peer group; `workroom agents` lists them")]
+    None(String),
+    /// The name, and each agent it could be, as shown.
+    #[error("{wanted:?} names {} agents: {}; give more of the name or the pid", .shown.len(), .shown.join(", "))]
+    Several { wanted: String, shown: Vec<String> },
+}
+
+pub fn find<'a>(agents: &'a [Agent], wanted: &str) -> Result<&'a Agent, FindError> {
     let exact: Vec<&Agent> = agents
         .iter()
         .filter(|a| {
@@ -144,16 +154,14 @@ pub fn find<'a>(agents: &'a [Agent], wanted: &str) -> Result<&'a Agent, String> 
     };
     match matches.as_slice() {
         [one] => Ok(one),
-        [] => Err(format!("no agent {wanted:?} in this peer group; `workroom agents` lists them")),
-        several => Err(format!(
-            "{wanted:?} names {} agents: {}; give more of the name or the pid",
-            several.len(),
-            several
+        [] => Err(FindError::None(wanted.to_string())),
+        several => Err(FindError::Several {
+            wanted: wanted.to_string(),
+            shown: several
                 .iter()
                 .map(|a| format!("{} (pid {} in {})", a.session.label(), a.session.pid, a.room))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .collect(),
+        }),
     }
 }
 
@@ -221,9 +229,9 @@ mod tests {
         assert_eq!(pid("9c0d"), Ok(140));
         assert_eq!(pid("140"), Ok(140), "a pid exactly, not a prefix of 1400");
         assert_eq!(pid("proj-a"), Ok(140));
-        let several = pid("25f3").unwrap_err();
+        let several = pid("25f3").unwrap_err().to_string();
         assert!(several.contains("names 2 agents") && several.contains("pid 1400 in r2"), "{several}");
-        let none = pid("zed").unwrap_err();
+        let none = pid("zed").unwrap_err().to_string();
         assert!(none.contains("no agent \"zed\"") && none.contains("`workroom agents`"), "{none}");
     }
 }
