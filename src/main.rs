@@ -4,6 +4,13 @@ use workroom::{cli, output::BrokenPipe};
 
 fn main() -> ExitCode {
     workroom::heap::tune();
+    let mut words = std::env::args_os();
+    if words.next().is_some_and(|argv0| cli::devcontainer::is_face(&argv0)) {
+        // Run through a link named `devcontainer`: the reference CLI's command lines.
+        workroom::logs::init();
+        let words = words.map(|w| w.to_string_lossy().into_owned()).collect();
+        return ExitCode::from(cli::devcontainer::main(words).clamp(0, 255) as u8);
+    }
     let args = cli::Args::parse();
     workroom::logs::init();
     match cli::run(args) {
