@@ -195,7 +195,7 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
     let engine = Engine::connect().await?;
     if p.on("expect-existing-container") && resolved.find(&engine).await?.is_none() {
         // The reference's words, which callers may match.
-        bail!("Dev container not found.");
+        bail!("The expected container does not exist.");
     }
     use crate::features::LockMode;
     let lock = match (p.on("frozen-lockfile"), p.on("no-lockfile")) {
@@ -216,6 +216,13 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
         "containerId": r.container_id,
         "remoteUser": r.remote_user,
         "remoteWorkspaceFolder": r.remote_workspace_folder,
+        // The reference's report on its own registry client's credential
+        // lookups; workroom pulls through the engine, so none happen.
+        "ociAuthDiagnostics": {
+            "authLookupWouldBeBlocked": false,
+            "registryRedirectWouldPreventCredentialForwarding": false,
+            "authServerRedirect": false,
+        },
     });
     if let crate::config::Source::Compose(_) = resolved.loaded.model.source {
         out["composeProjectName"] = json!(compose_project(&engine, &r.container_id).await?);
