@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// The two CLIs: the reference unpacked, and workroom linked as `devcontainer`.
@@ -182,4 +182,199 @@ fn coders_sequence_up_read_configuration_and_exec_by_container_id_agrees_with_th
 /// Stdout's lines with the workspace's folder in the room as `<ws>`.
 fn lines(out: &Output, ws: &Workspace) -> Vec<String> {
     stdout(out).replace(&ws.remote_folder(), "<ws>").lines().map(str::to_string).collect()
+}
+
+/// A named volume labelled for the tests, removed on drop.
+struct Volume(String);
+
+impl Volume {
+    fn new(ws: &Workspace) -> Volume {
+        let name = format!("wr-test-face-{}", ws.unique());
+        docker_ok(&["volume", "create", "--label", &format!("{TEST_LABEL}=1"), &name]);
+        Volume(name)
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        let _ = docker(&["volume", "rm", "-f", &self.0]);
+    }
+}
+
+fn inspect(id: &str, format: &str) -> Value {
+    serde_json::from_str(docker_ok(&["inspect", "-f", format, id]).trim()).unwrap()
+}
+
+#[test]
+fn up_with_mount_and_id_label_then_exec_writing_into_the_mount_and_remove_existing_container_agree_with_the_reference()
+{
+    let clis = Clis::new();
+    let (ours, theirs) = two(hooked(json!({})));
+    let (our_volume, their_volume) = (Volume::new(&ours), Volume::new(&theirs));
+    let up = |cli: &dyn Fn(&[&str]) -> Output, ws: &Workspace, volume: &Volume, extra: &[&str]| {
+        let folder = ws.folder();
+        let mount = format!("type=volume,source={},target=/data", volume.0);
+        let label = format!("wr-test-face={}", ws.unique());
+        let mut args = vec!["up", "--workspace-folder", &folder, "--mount", &mount];
+        // The reference then finds its container by these labels alone.
+        let local = format!("devcontainer.local_folder={folder}");
+        args.extend(["--id-label", &label, "--id-label", &local]);
+        args.extend(extra);
+        let out = cli(&args);
+        (out.status.code(), result_of(&out), stderr(&out))
+    };
+    let (our_code, our_up, said) = up(&|a| clis.ours(a), &ours, &our_volume, &[]);
+    assert_eq!(our_code, Some(0), "ours: {said}");
+    let (their_code, their_up, said) = up(&|a| clis.reference(a), &theirs, &their_volume, &[]);
+    assert_eq!(their_code, Some(0), "reference: {said}");
+    let (our_id, their_id) = (our_up["containerId"].as_str().unwrap(), their_up["containerId"].as_str().unwrap());
+
+    // The mount and the id label are on both containers.
+    for (id, ws, volume) in [(our_id, &ours, &our_volume), (their_id, &theirs, &their_volume)] {
+        let mounts = inspect(id, "{{json .Mounts}}");
+        let data = mounts.as_array().unwrap().iter().find(|m| m["Destination"] == "/data");
+        assert_eq!(data.map(|m| &m["Name"]), Some(&json!(volume.0)), "{mounts}");
+        assert_eq!(inspect(id, "{{json .Config.Labels}}")["wr-test-face"], json!(ws.unique()));
+    }
+
+    // exec writes into the mount; the volume holds it.
+    for (cli, id, volume) in [(&clis.face, our_id, &our_volume), (&PathBuf::from("node"), their_id, &their_volume)] {
+        let mut cmd = Command::new(cli);
+        if cli.ends_with("node") {
+            cmd.arg(&clis.js);
+        }
+        cmd.args(["exec", "--container-id", id, "--remote-env", "WORD=written", "sh", "-c", "echo $WORD > /data/f"]);
+        let out = output_within(cmd, None);
+        assert!(out.status.success(), "{}: {}", cli.display(), stderr(&out));
+        let read = docker_ok(&[
+            "run",
+            "--rm",
+            "--label",
+            &format!("{TEST_LABEL}=1"),
+            "-v",
+            &format!("{}:/v", volume.0),
+            BUSYBOX,
+            "cat",
+            "/v/f",
+        ]);
+        assert_eq!(read, "written", "{}", cli.display());
+    }
+    let first_hooks = ours.read("hooks.log");
+    assert_eq!(first_hooks, theirs.read("hooks.log"));
+
+    // --remove-existing-container: a new container, whose create hooks run again.
+    let (our_code, our_again, said) = up(&|a| clis.ours(a), &ours, &our_volume, &["--remove-existing-container"]);
+    assert_eq!(our_code, Some(0), "ours: {said}");
+    let (their_code, their_again, said) =
+        up(&|a| clis.reference(a), &theirs, &their_volume, &["--remove-existing-container"]);
+    assert_eq!(their_code, Some(0), "reference: {said}");
+    assert_ne!(our_again["containerId"], our_up["containerId"]);
+    assert_ne!(their_again["containerId"], their_up["containerId"]);
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+    assert_eq!(ours.read("hooks.log"), format!("{first_hooks}{first_hooks}"));
+    assert_eq!(docker(&["inspect", our_id]).status.code(), Some(1), "the old room is gone");
+}
+
+#[test]
+fn expect_existing_container_with_no_room_is_an_error_result_and_exit_1_as_the_reference_makes_none() {
+    let clis = Clis::new();
+    let (ours, theirs) = two(json!({ "image": DEBIAN }));
+    let our = clis.ours(&["up", "--expect-existing-container", "--workspace-folder", &ours.folder()]);
+    let their = clis.reference(&["up", "--expect-existing-container", "--workspace-folder", &theirs.folder()]);
+    assert_eq!(our.status.code(), Some(1));
+    assert_eq!(their.status.code(), Some(1));
+    let (our, their) = (result_of(&our), result_of(&their));
+    assert_eq!(our, their, "the same outcome, message and description");
+    assert_eq!(our["outcome"], "error");
+    assert_eq!(ours.containers(), Vec::<String>::new());
+    assert_eq!(theirs.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn skip_post_attach_runs_every_hook_but_post_attach_as_the_reference_does() {
+    let clis = Clis::new();
+    let (ours, theirs) = two(hooked(json!({})));
+    let our = clis.ours(&["up", "--skip-post-attach", "--workspace-folder", &ours.folder()]);
+    let their = clis.reference(&["up", "--skip-post-attach", "--workspace-folder", &theirs.folder()]);
+    assert_eq!(our.status.code(), Some(0), "{}", stderr(&our));
+    assert_eq!(their.status.code(), Some(0), "{}", stderr(&their));
+    assert_eq!(ours.read("hooks.log"), "onCreate\nupdateContent\npostCreate\npostStart\n");
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+}
+
+#[test]
+fn log_format_json_makes_every_stderr_line_of_up_json_with_the_references_keys() {
+    // Hook output of several lines, a warning (an unknown property) and an
+    // ignored flag: each reaches stderr as one JSON line.
+    let ws = Workspace::new(json!({
+        "image": BUSYBOX,
+        "postCreateCommand": "echo one; echo two >&2; printf 'no newline'",
+        "postCreateComand": "typo",
+    }));
+    let mut cmd = Command::new(workroom_bin());
+    cmd.args([
+        "devcontainer",
+        "up",
+        "--log-format",
+        "json",
+        "--log-level",
+        "debug",
+        "--workspace-folder",
+        &ws.folder(),
+    ]);
+    let out = output_within(cmd, None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_json_log_lines("workroom devcontainer up", &out, true);
+    let texts: Vec<String> = stderr(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .collect();
+    for wanted in ["one", "two", "no newline", "postCreateComand", "--log-level is accepted and ignored"] {
+        assert!(texts.iter().any(|t| t.contains(wanted)), "{wanted:?} in {texts:?}");
+    }
+    assert_eq!(result_of(&out)["outcome"], "success");
+    assert_eq!(stdout(&out).lines().count(), 1);
+
+    // A refused command line is one JSON line too, and an error result.
+    let mut cmd = Command::new(workroom_bin());
+    cmd.args(["devcontainer", "up", "--log-format", "json", "--workspace-folder", "/nonexistent-wr-face"]);
+    let out = output_within(cmd, None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(result_of(&out)["outcome"], "error", "{}", stdout(&out));
+    assert_json_log_lines("a failed up", &out, true);
+}
+
+#[test]
+fn unknown_flags_and_commands_and_authoring_commands_are_one_line_and_exit_1() {
+    let clis = Clis::new();
+    for (args, said) in [
+        (&["up", "--frobnicate"][..], "devcontainer up: unknown flag --frobnicate"),
+        (&["frobnicate"][..], "devcontainer: unknown command \"frobnicate\""),
+        (&["up", "--additional-features", "{}"][..], "devcontainer up: --additional-features is refused: not yet"),
+        (&["features", "publish", "./src"][..], "devcontainer features publish: not provided"),
+        (&["templates", "apply"][..], "devcontainer templates apply: not provided"),
+        (&["build", "--image-name", "x"][..], "devcontainer build: not yet provided"),
+    ] {
+        let out = clis.ours(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(clis.reference(&[args[0], "--frobnicate"]).status.code(), Some(1), "the reference's status too");
+        let text = stderr(&out);
+        assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
+        assert!(text.starts_with(said), "{args:?}: {text}");
+        assert_eq!(stdout(&out), "", "{args:?}");
+    }
+}
+
+#[test]
+fn read_configuration_of_a_workspace_without_a_room_agrees_with_the_reference() {
+    let clis = Clis::new();
+    let (ours, theirs) = two(json!({ "image": DEBIAN, "remoteUser": "root", "forwardPorts": [3000] }));
+    let our = clis.ours(&["read-configuration", "--log-format", "json", "--workspace-folder", &ours.folder()]);
+    let their = clis.reference(&["read-configuration", "--log-format", "json", "--workspace-folder", &theirs.folder()]);
+    assert_eq!(our.status.code(), Some(0), "{}", stderr(&our));
+    assert_eq!(their.status.code(), Some(0), "{}", stderr(&their));
+    let (our, their) = (normalised(&result_of(&our), &ours), normalised(&result_of(&their), &theirs));
+    assert_eq!(our["configuration"], their["configuration"]);
+    assert_eq!(our["workspace"], their["workspace"]);
+    assert_eq!(our["configuration"]["forwardPorts"], json!([3000]));
 }

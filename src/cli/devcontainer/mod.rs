@@ -244,12 +244,21 @@ async fn compose_project(engine: &Engine, id: &str) -> anyhow::Result<String> {
 /// `--mount` and `--id-label` as the reference applies them: the mounts
 /// join the configuration's, the labels go on a room made now (through
 /// `runArgs`, as a file would put them there). A room that exists keeps
-/// what it was made with, as the reference's does.
+/// what it was made with, as the reference's does. The mounts join the
+/// substituted file (what the room's metadata is merged from) but not the
+/// file as written, so the room's `devcontainer.metadata` label records
+/// them no more than the reference's does.
 fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), String> {
-    let model = &mut resolved.loaded.model;
+    let loaded = &mut resolved.loaded;
     for mount in p.all("mount") {
-        model.mounts.push(Mount::Spec(args::mount_spec(mount)?));
+        let spec = args::mount_spec(mount)?;
+        loaded.model.mounts.push(Mount::Spec(spec.clone()));
+        match loaded.json.entry("mounts").or_insert_with(|| Value::Array(Vec::new())) {
+            Value::Array(mounts) => mounts.push(Value::String(spec)),
+            _ => return Err(format!("{}: `mounts` is not an array", loaded.config_path.display())),
+        }
     }
+    let model = &mut loaded.model;
     for label in p.all("id-label") {
         let (name, value) = args::name_value("id-label", label)?;
         model.run_args.extend(["--label".to_string(), format!("{name}={value}")]);
