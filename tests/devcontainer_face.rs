@@ -184,12 +184,15 @@ fn lines(out: &Output, ws: &Workspace) -> Vec<String> {
     stdout(out).replace(&ws.remote_folder(), "<ws>").lines().map(str::to_string).collect()
 }
 
-/// A named volume labelled for the tests, removed on drop.
+/// A named volume labelled for the tests, removed on drop (so made before
+/// the workspace whose room uses it, which drops first).
 struct Volume(String);
 
 impl Volume {
-    fn new(ws: &Workspace) -> Volume {
-        let name = format!("wr-test-face-{}", ws.unique());
+    fn new(side: &str) -> Volume {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("wr-test-face-{side}-{}-{n}", std::process::id());
         docker_ok(&["volume", "create", "--label", &format!("{TEST_LABEL}=1"), &name]);
         Volume(name)
     }
@@ -209,8 +212,8 @@ fn inspect(id: &str, format: &str) -> Value {
 fn up_with_mount_and_id_label_then_exec_writing_into_the_mount_and_remove_existing_container_agree_with_the_reference()
 {
     let clis = Clis::new();
+    let (our_volume, their_volume) = (Volume::new("ours"), Volume::new("theirs"));
     let (ours, theirs) = two(hooked(json!({})));
-    let (our_volume, their_volume) = (Volume::new(&ours), Volume::new(&theirs));
     let up = |cli: &dyn Fn(&[&str]) -> Output, ws: &Workspace, volume: &Volume, extra: &[&str]| {
         let folder = ws.folder();
         let mount = format!("type=volume,source={},target=/data", volume.0);
