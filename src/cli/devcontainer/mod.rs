@@ -211,22 +211,27 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
     };
     let notices = Notices::new(move |n| log.notice(n));
     let r = up::up(&engine, &resolved.loaded, &resolved.up_options(flags), &notices).await?;
-    let mut out = json!({
-        "outcome": "success",
-        "containerId": r.container_id,
-        "remoteUser": r.remote_user,
-        "remoteWorkspaceFolder": r.remote_workspace_folder,
-        // The reference's report on its own registry client's credential
-        // lookups; workroom pulls through the engine, so none happen.
-        "ociAuthDiagnostics": {
+    // Key for key and in the reference's order (a compose room's project
+    // after the container), for callers that compare the text.
+    let mut out = serde_json::Map::new();
+    out.insert("outcome".into(), json!("success"));
+    out.insert("containerId".into(), json!(r.container_id));
+    if let crate::config::Source::Compose(_) = resolved.loaded.model.source {
+        out.insert("composeProjectName".into(), json!(compose_project(&engine, &r.container_id).await?));
+    }
+    out.insert("remoteUser".into(), json!(r.remote_user));
+    out.insert("remoteWorkspaceFolder".into(), json!(r.remote_workspace_folder));
+    // The reference's report on its own registry client's credential
+    // lookups; workroom pulls through the engine, so none happen.
+    out.insert(
+        "ociAuthDiagnostics".into(),
+        json!({
             "authLookupWouldBeBlocked": false,
             "registryRedirectWouldPreventCredentialForwarding": false,
             "authServerRedirect": false,
-        },
-    });
-    if let crate::config::Source::Compose(_) = resolved.loaded.model.source {
-        out["composeProjectName"] = json!(compose_project(&engine, &r.container_id).await?);
-    }
+        }),
+    );
+    let out = Value::Object(out);
     Ok(out)
 }
 
