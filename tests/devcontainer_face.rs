@@ -381,3 +381,14 @@ fn read_configuration_of_a_workspace_without_a_room_agrees_with_the_reference() 
     assert_eq!(our["workspace"], their["workspace"]);
     assert_eq!(our["configuration"]["forwardPorts"], json!([3000]));
 }
+
+#[test]
+fn version_and_help_alone_answer_on_stdout_and_exit_0_as_callers_probe_them() {
+    let clis = Clis::new();
+    let version = clis.ours(&["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(stdout(&version), format!("{}\n", env!("CARGO_PKG_VERSION")));
+    let help = clis.ours(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).contains("up, exec and read-configuration"), "{}", stdout(&help));
+}

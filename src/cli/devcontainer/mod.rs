@@ -100,6 +100,23 @@ fn command_of(words: &[String]) -> Result<(Command, usize), String> {
 }
 
 fn dispatch(words: &[String], log: Log) -> i32 {
+    // `--version` and `--help` alone, as callers probe a CLI before using it.
+    // The version is workroom's: claiming the reference's would be a lie.
+    match words {
+        [only] if only == "--version" => {
+            println!("{}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        [only] if only == "--help" => {
+            println!(
+                "devcontainer <command> (workroom's devcontainer face)\n\n\
+                 up, exec and read-configuration take the reference CLI's command lines;\n\
+                 docs/guide.md, \"Using workroom where the devcontainer CLI is expected\", lists every flag."
+            );
+            return 0;
+        }
+        _ => {}
+    }
     let (command, rest) = match command_of(words) {
         Ok(found) => found,
         Err(line) => {
