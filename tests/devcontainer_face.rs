@@ -276,6 +276,13 @@ fn up_with_mount_and_id_label_then_exec_writing_into_the_mount_and_remove_existi
     assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
     assert_eq!(ours.read("hooks.log"), format!("{first_hooks}{first_hooks}"));
     assert_eq!(docker(&["inspect", our_id]).status.code(), Some(1), "the old room is gone");
+
+    // The flags are not the file: a later up without them finds the room
+    // as made, with no word of a changed configuration.
+    let plain = clis.ours(&["up", "--workspace-folder", &ours.folder()]);
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    assert_eq!(result_of(&plain)["containerId"], our_again["containerId"]);
+    assert!(!stderr(&plain).contains("changed since"), "{}", stderr(&plain));
 }
 
 #[test]

@@ -14,7 +14,6 @@ mod args;
 mod log;
 
 use super::{RoomArgs, WorkspaceArgs};
-use crate::config::Mount;
 use crate::engine::Engine;
 use crate::notices::Notices;
 use crate::room::resolve::{Resolved, UpFlags};
@@ -263,27 +262,20 @@ async fn compose_project(engine: &Engine, id: &str) -> anyhow::Result<String> {
         .with_context(|| format!("the room {id} has no {COMPOSE_PROJECT_LABEL} label"))
 }
 
-/// `--mount` and `--id-label` as the reference applies them: the mounts
-/// join the configuration's, the labels go on a room made now (through
-/// `runArgs`, as a file would put them there). A room that exists keeps
-/// what it was made with, as the reference's does. The mounts join the
-/// substituted file (what the room's metadata is merged from) but not the
-/// file as written, so the room's `devcontainer.metadata` label records
-/// them no more than the reference's does.
+/// `--mount` and `--id-label` as the reference applies them: both go on a
+/// room made now, through `runArgs` as a file would put them there, so the
+/// room's recorded configuration (its `devcontainer.metadata` label and the
+/// hash `up` compares) is the file's alone, as the reference records none
+/// of them. A room that exists keeps what it was made with, as the
+/// reference's does.
 fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), String> {
-    let loaded = &mut resolved.loaded;
+    let run_args = &mut resolved.loaded.model.run_args;
     for mount in p.all("mount") {
-        let spec = args::mount_spec(mount)?;
-        loaded.model.mounts.push(Mount::Spec(spec.clone()));
-        match loaded.json.entry("mounts").or_insert_with(|| Value::Array(Vec::new())) {
-            Value::Array(mounts) => mounts.push(Value::String(spec)),
-            _ => return Err(format!("{}: `mounts` is not an array", loaded.config_path.display())),
-        }
+        run_args.extend(["--mount".to_string(), args::mount_spec(mount)?]);
     }
-    let model = &mut loaded.model;
     for label in p.all("id-label") {
         let (name, value) = args::name_value("id-label", label)?;
-        model.run_args.extend(["--label".to_string(), format!("{name}={value}")]);
+        run_args.extend(["--label".to_string(), format!("{name}={value}")]);
     }
     Ok(())
 }
