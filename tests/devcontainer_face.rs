@@ -262,6 +262,16 @@ fn up_with_mount_and_id_label_then_exec_writing_into_the_mount_and_remove_existi
         ]);
         assert_eq!(read, "written", "{}", cli.display());
     }
+    // exec finds each room by its id label alone, as `up --id-label` set it.
+    let by_label = |ws: &Workspace| format!("wr-test-face={}", ws.unique());
+    let (our_label, their_label) = (by_label(&ours), by_label(&theirs));
+    for out in [
+        clis.ours(&["exec", "--id-label", &our_label, "cat", "/data/f"]),
+        clis.reference(&["exec", "--id-label", &their_label, "cat", "/data/f"]),
+    ] {
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "written\n");
+    }
     let first_hooks = ours.read("hooks.log");
     assert_eq!(first_hooks, theirs.read("hooks.log"));
 

@@ -116,7 +116,7 @@ pub const EXEC: &[Flag] = &[
     flag("container-id", Value, Used),
     flag("remote-env", Many, Used),
     flag("log-format", Value, Used),
-    flag("id-label", Many, Ignored("the room is found by --container-id, else by its workspace folder")),
+    flag("id-label", Many, Used),
     flag("override-config", Value, Refused(NOT_YET)),
     flag("docker-path", Value, Ignored(ENGINE_API)),
     flag("docker-compose-path", Value, Ignored(ENGINE_API)),

@@ -296,15 +296,50 @@ fn exec_command(p: &Parsed, log: Log) -> i32 {
             }
         }
     }
-    let room = RoomArgs { workspace: workspace_args(p), room: p.one("container-id").map(str::to_string) };
-    let ran =
-        runtime().and_then(|rt| rt.block_on(super::exec_cmd::run(&room, false, p.positional.clone(), &remote_env)));
+    let ran = runtime().and_then(|rt| {
+        rt.block_on(async {
+            let room = match (p.one("container-id"), p.all("id-label")) {
+                (Some(id), _) => Some(id.to_string()),
+                (None, []) => None,
+                (None, labels) => Some(labelled_room(labels).await?),
+            };
+            let room = RoomArgs { workspace: workspace_args(p), room };
+            super::exec_cmd::run(&room, false, p.positional.clone(), &remote_env).await
+        })
+    });
     match ran {
         Ok(code) => code,
         Err(e) => {
             log.error(&format!("devcontainer exec: {e:#}"));
             EXIT_FAILED
         }
+    }
+}
+
+/// The running container that carries every `--id-label` (as `up
+/// --id-label` put them on the room), by id.
+async fn labelled_room(labels: &[String]) -> anyhow::Result<String> {
+    for label in labels {
+        args::name_value("id-label", label).map_err(anyhow::Error::msg)?;
+    }
+    let engine = Engine::connect().await?;
+    let found = engine.list(labels).await?;
+    let running: Vec<&str> = found
+        .iter()
+        .filter(|c| c.state.as_ref().is_some_and(|s| s.to_string() == "running"))
+        .filter_map(|c| c.id.as_deref())
+        .collect();
+    match running[..] {
+        [id] => Ok(id.to_string()),
+        [] => bail!(
+            "no running container carries the labels {}; `devcontainer up --id-label` makes one",
+            labels.join(", ")
+        ),
+        _ => bail!(
+            "{} running containers carry the labels {}; --container-id names one",
+            running.len(),
+            labels.join(", ")
+        ),
     }
 }
 
