@@ -320,6 +320,23 @@ fn skip_post_attach_runs_every_hook_but_post_attach_as_the_reference_does() {
     assert_eq!(their.status.code(), Some(0), "{}", stderr(&their));
     assert_eq!(ours.read("hooks.log"), "onCreate\nupdateContent\npostCreate\npostStart\n");
     assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+
+    // exec --log-format json: not yet the reference's. It sends the
+    // command's output, stdout too, as `raw` JSON lines on stderr; workroom
+    // passes the command's stdout and stderr through as they are.
+    let script = "echo out; echo err >&2";
+    let our = clis.ours(&["exec", "--log-format", "json", "--workspace-folder", &ours.folder(), "sh", "-c", script]);
+    let their =
+        clis.reference(&["exec", "--log-format", "json", "--workspace-folder", &theirs.folder(), "sh", "-c", script]);
+    assert_eq!((our.status.code(), their.status.code()), (Some(0), Some(0)));
+    assert_eq!((stdout(&our), stderr(&our)), ("out\n".to_string(), "err\n".to_string()));
+    let raw: Vec<Value> = stderr(&their)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "raw")
+        .map(|v| v["text"].clone())
+        .collect();
+    assert_eq!((stdout(&their), raw), (String::new(), vec![json!("out\n"), json!("err\n")]));
 }
 
 #[test]

@@ -41,16 +41,18 @@ pub fn main(words: Vec<String>) -> i32 {
     let format = Format::asked(&words);
     // Every line on stderr goes through the log from here on, the room
     // code's and the hooks' output included, so `--log-format json` holds
-    // for all of them.
+    // for all of them. Not for exec: the command's own stderr is its
+    // output, passed through untouched.
+    let exec = matches!(command_of(&words), Ok((Command::Exec, _)));
     let relay = match format {
-        Format::Json => match log::JsonStderr::install() {
+        Format::Json if !exec => match log::JsonStderr::install() {
             Ok(relay) => Some(relay),
             Err(e) => {
                 eprintln!("devcontainer: cannot relay stderr as JSON lines: {e}");
                 return EXIT_FAILED;
             }
         },
-        Format::Text => None,
+        Format::Json | Format::Text => None,
     };
     let code = dispatch(&words, Log(format));
     if let Some(relay) = relay {
