@@ -328,7 +328,7 @@ async fn labelled_room(labels: &[String]) -> anyhow::Result<String> {
     let found = engine.list(labels).await?;
     let running: Vec<&str> = found
         .iter()
-        .filter(|c| c.state.as_ref().is_some_and(|s| s.to_string() == "running"))
+        .filter(|c| c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING))
         .filter_map(|c| c.id.as_deref())
         .collect();
     match running[..] {
