@@ -17,17 +17,16 @@ pub fn level(value: &str) -> Option<LevelFilter> {
     LevelFilter::from_str(value.trim()).ok()
 }
 
-/// Starts the logs when [`VARIABLE`] asks for them; says so in one line
-/// when its value is no level, and goes on without logs.
-pub fn init() {
-    let Some(value) = std::env::var_os(VARIABLE) else { return };
+/// Starts the logs when [`VARIABLE`] asks for them; when its value is no
+/// level, returns the one line that says so, and goes on without logs.
+pub fn init() -> Option<String> {
+    let value = std::env::var_os(VARIABLE)?;
     let value = value.to_string_lossy();
     if value.trim().is_empty() {
-        return;
+        return None;
     }
     let Some(level) = level(&value) else {
-        eprintln!("warning: {VARIABLE}={value} is not a level (error, warn, info, debug, trace); no logs");
-        return;
+        return Some(format!("{VARIABLE}={value} is not a level (error, warn, info, debug, trace); no logs"));
     };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -35,6 +34,7 @@ pub fn init() {
         .with_ansi(false)
         .with_target(true)
         .try_init();
+    None
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! test pins what `up` said from the returned data, without a terminal.
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// How a line is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,17 +44,24 @@ type Sink = Box<dyn Fn(&Notice) + Send + Sync>;
 pub struct Notices {
     kept: Mutex<Vec<Notice>>,
     sink: Option<Sink>,
+    keep: bool,
 }
 
 impl Notices {
     /// Each line goes to `sink` as it is said, and is kept.
     pub fn new(sink: impl Fn(&Notice) + Send + Sync + 'static) -> Notices {
-        Notices { kept: Mutex::default(), sink: Some(Box::new(sink)) }
+        Notices { kept: Mutex::default(), sink: Some(Box::new(sink)), keep: true }
+    }
+
+    /// Each line goes to `sink` and none is kept: for what runs for days
+    /// (a forwarder), where keeping would grow without end.
+    pub fn streamed(sink: impl Fn(&Notice) + Send + Sync + 'static) -> Notices {
+        Notices { kept: Mutex::default(), sink: Some(Box::new(sink)), keep: false }
     }
 
     /// Lines are only kept (tests; callers that show them later).
     pub fn kept() -> Notices {
-        Notices { kept: Mutex::default(), sink: None }
+        Notices { kept: Mutex::default(), sink: None, keep: true }
     }
 
     pub fn warn(&self, text: impl Into<String>) {
@@ -74,14 +81,24 @@ impl Notices {
         if let Some(sink) = &self.sink {
             sink(&notice);
         }
-        // A sink that panicked mid-push poisons nothing worth losing: the
-        // list is whole after every push.
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner).push(notice);
+        if self.keep {
+            // A sink that panicked mid-push poisons nothing worth losing:
+            // the list is whole after every push.
+            workroomd::locks::lock(&self.kept).push(notice);
+        }
     }
 
     /// Every line said so far, in order, leaving none kept.
     pub fn take(&self) -> Vec<Notice> {
-        std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut *workroomd::locks::lock(&self.kept))
+    }
+}
+
+/// Features' warnings (a deprecated Feature, a lockfile out of step) are
+/// said as any other.
+impl crate::features::Report for Notices {
+    fn warning(&self, text: &str) {
+        self.warn(text);
     }
 }
 
@@ -115,6 +132,18 @@ mod tests {
         let kept = notices.take();
         assert_eq!(kept.iter().map(|n| n.level).collect::<Vec<_>>(), [Level::Warning, Level::Note, Level::Said]);
         assert!(notices.take().is_empty(), "taken once");
+    }
+
+    #[test]
+    fn streamed_notices_reach_the_sink_and_keep_nothing() {
+        let count = Arc::new(Mutex::new(0));
+        let counted = Arc::clone(&count);
+        let notices = Notices::streamed(move |_| *counted.lock().unwrap() += 1);
+        for _ in 0..3 {
+            notices.say("a connection closed");
+        }
+        assert_eq!(*count.lock().unwrap(), 3);
+        assert!(notices.take().is_empty(), "a forwarder's log lines are not kept");
     }
 
     #[test]

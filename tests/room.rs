@@ -321,48 +321,6 @@ fn post_start_reruns_after_a_restart_and_once_only_hooks_never_rerun() {
     assert_eq!(lines(&ws.read("hooks.log")).len(), 8);
 }
 
-#[test]
-fn an_up_killed_during_a_hook_does_not_run_it_twice_nor_block_the_next_up_nor_leave_it_running() {
-    let ws = Workspace::new(json!({
-        "image": BUSYBOX,
-        // The first run hangs; a rerun would go straight through.
-        "onCreateCommand": "echo begun >> hooks.log; [ -e ran-once ] || { touch ran-once; sleep 600; }",
-        "postCreateCommand": "echo postCreate >> hooks.log",
-    }));
-    let mut first = ws.command(&["up"]);
-    first.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-    let mut first = first.spawn().expect("start the first up");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !ws.read("hooks.log").contains("begun") {
-        assert!(std::time::Instant::now() < deadline, "onCreateCommand never began");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    first.kill().unwrap();
-    first.wait().unwrap();
-
-    // The interrupted hook began once and is not run again (at most once,
-    // as the reference's marker files make it); the next `up` says so,
-    // promptly, and runs the hooks after it.
-    let out = output_within_guard(ws.command(&["up"]), None, std::time::Duration::from_secs(60));
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(ws.read("hooks.log"), "begun\npostCreate\n");
-    assert!(stderr(&out).contains("onCreateCommand began under an `up` that died"), "{}", stderr(&out));
-    let again = ws.workroom(&["up"]);
-    assert!(again.status.success() && !stderr(&again).contains("began under"), "said once: {}", stderr(&again));
-
-    // The killed `up`'s hook does not linger in the room beside the rerun:
-    // the daemon ends what a host that went away started.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let ps = docker_ok(&["exec", &ws.room_name(), "ps", "-o", "pid,args"]);
-        if !ps.contains("sleep 600") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the abandoned hook still runs:\n{ps}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
 // ---------------------------------------------------------------------------
 // list, stop, down
 

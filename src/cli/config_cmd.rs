@@ -161,8 +161,7 @@ async fn image_metadata(engine: &Engine, loaded: &Loaded) -> anyhow::Result<Room
     // Features are resolved (from the cache when it holds them) but not
     // built: their entries come between the image's and the file's.
     let features =
-        crate::features::metadata_entries(loaded, &crate::features::Cache::user(), &crate::features::StderrWarnings)
-            .await?;
+        crate::features::metadata_entries(loaded, &crate::features::Cache::user(), &super::on_stderr()).await?;
     Ok(metadata::for_new_room(loaded, &image, label.as_deref(), &features))
 }
 

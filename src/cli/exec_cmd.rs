@@ -71,7 +71,8 @@ async fn prepare_and_run(
     let user = room.remote_user();
     let container_env = crate::room::container_env(&room.container);
     let metadata = crate::room::metadata_of(&resolved.loaded, &room.container);
-    let mut ctx = HookContext::new(&resolved.loaded, &metadata.merged, &user, &container_env);
+    let said = super::on_stderr();
+    let mut ctx = HookContext::new(&resolved.loaded, &metadata.merged, &user, &container_env, &said);
     // The user environment `up` probed for this start, under remoteEnv.
     if let Some(probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();

@@ -35,6 +35,8 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
             (resolved.running(&engine).await?, Some(resolved))
         }
     };
+    // The `[forward]` settings as resolved with the configuration, once.
+    let settings = resolved.as_ref().map(|r| forward::settings::ForwardSettings::from(&r.settings));
     let loaded: Option<Loaded> = resolved.map(|r| r.loaded);
     let room = found.name.clone();
     let attributes = loaded.as_ref().map(|l| l.model.ports_attributes.clone()).unwrap_or_default();
@@ -62,7 +64,7 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let offer = match (&loaded, room_process) {
-        (Some(l), true) => forward::host_offer(&l.workspace.local_folder),
+        (Some(_), true) => forward::host_offer(settings.unwrap_or_default()),
         _ => forward::Offer::default(),
     };
     if forwards.is_empty() && offer.ssh_agent.is_none() && !offer.git_credentials {
@@ -76,6 +78,11 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         forwards,
         offer,
         background: a.detached,
+        // The forwarder's lines, on its stderr (a background one's log).
+        log: std::sync::Arc::new(crate::notices::Notices::streamed(|n| match n.level {
+            crate::notices::Level::Said => eprintln!("workroom: {}", n.text),
+            _ => eprintln!("{n}"),
+        })),
     };
     forward::run(&engine, plan).await
 }

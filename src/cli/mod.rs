@@ -415,6 +415,34 @@ pub enum SyncDirection {
     },
 }
 
+/// The program: its arguments parsed, the logs and the engine's silence
+/// notice set up, the command run, and its error, if any, printed as the
+/// whole chain on one line (each cause adds what the one before lacks),
+/// exit 2. A closed stdout is a quiet success (`workroom list | head`).
+pub fn main() -> std::process::ExitCode {
+    use clap::Parser as _;
+    let mut words = std::env::args_os();
+    if words.next().is_some_and(|argv0| devcontainer::is_face(&argv0)) {
+        // Run through a link named `devcontainer`: the reference CLI's command lines.
+        let words = words.map(|w| w.to_string_lossy().into_owned()).collect();
+        return std::process::ExitCode::from(devcontainer::main(words, true).clamp(0, 255) as u8);
+    }
+    let args = Args::parse();
+    if let Some(line) = crate::logs::init() {
+        eprintln!("warning: {line}");
+    }
+    crate::engine::on_silence(|line| eprintln!("workroom: {line}"));
+    match run(args) {
+        Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) if e.is::<crate::output::BrokenPipe>() => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            eprintln!("workroom: {}", chain.join(": "));
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// Runs the command; the returned code is the process's exit status.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Cmd::Config { workspace, json, include_merged_configuration } = &args.command {
@@ -423,7 +451,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if let Cmd::Devcontainer { args } = args.command {
         // Its own runtime, as its read-configuration needs none.
-        return Ok(devcontainer::main(args));
+        return Ok(devcontainer::main(args, false));
     }
     // One thread: a CLI waits on one thing at a time, and a multi-thread
     // runtime costs start-up time `up` on a running room cannot spare.

@@ -61,7 +61,8 @@ async fn pane_room(args: &RoomArgs, pane: &str) -> anyhow::Result<PaneRoom> {
     let remote_user = room.remote_user();
     let container_env = crate::room::container_env(&room.container);
     let metadata = crate::room::metadata_of(loaded, &room.container);
-    let mut ctx = HookContext::new(loaded, &metadata.merged, &remote_user, &container_env);
+    let said = super::on_stderr();
+    let mut ctx = HookContext::new(loaded, &metadata.merged, &remote_user, &container_env, &said);
     // The room's forwarder carries the host's ssh-agent: panes get its socket
     // as exec and hooks do.
     ctx.env.extend(crate::forward::room_env(&room.name));

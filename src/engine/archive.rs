@@ -28,8 +28,10 @@ impl DockerEngine {
     pub fn download_stream(&self, id: &str, path: &str) -> impl Stream<Item = Result<Bytes, EngineError>> + '_ {
         let options = DownloadFromContainerOptions { path: path.into() };
         let (action, what) = (format!("download {id}:{path}"), format!("{path} in {id}"));
-        self.docker
+        let chunks = self
+            .docker
             .download_from_container(id, Some(options))
-            .map(move |chunk| chunk.map_err(|e| self.map(action.clone(), what.clone(), e)))
+            .map(move |chunk| chunk.map_err(|e| self.map(action.clone(), what.clone(), e)));
+        super::logged_stream("download", format!("{id}:{path}"), chunks)
     }
 }

@@ -112,9 +112,10 @@ impl Program {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Runs compose, showing what it says on stderr (a build, a pull take a
-    /// while); on failure, the error line of its last lines.
-    pub async fn run(&self, global: &[String], args: &[String]) -> Result<(), ComposeError> {
+    /// Runs compose, handing each line it says on stderr to `shown` as it
+    /// comes (a build, a pull take a while); on failure, the error line of
+    /// its last lines.
+    pub async fn run(&self, global: &[String], args: &[String], shown: &dyn Fn(&str)) -> Result<(), ComposeError> {
         let mut child = self
             .command(global, args)
             .stdout(Stdio::null())
@@ -125,7 +126,7 @@ impl Program {
         if let Some(stderr) = child.stderr.take() {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("{line}");
+                shown(&line);
                 if kept.len() == KEPT_LINES {
                     kept.pop_front();
                 }

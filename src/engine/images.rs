@@ -122,10 +122,12 @@ impl DockerEngine {
     pub fn logs(&self, id: &str, follow: bool) -> impl Stream<Item = Result<LogChunk, EngineError>> + '_ {
         let options = LogsOptions { follow, stdout: true, stderr: true, tail: "all".into(), ..Default::default() };
         let id = id.to_string();
-        self.docker.logs(&id, Some(options)).map(move |item| match item {
+        let name = id.clone();
+        let chunks = self.docker.logs(&id, Some(options)).map(move |item| match item {
             Ok(bollard::container::LogOutput::StdErr { message }) => Ok(LogChunk::Stderr(message)),
             Ok(other) => Ok(LogChunk::Stdout(other.into_bytes())),
             Err(e) => Err(self.map(format!("read the logs of {id}"), format!("container {id}"), e)),
-        })
+        });
+        super::logged_stream("logs", name, chunks)
     }
 }

@@ -162,13 +162,47 @@ pub(crate) async fn logged_long<T, E>(
     result
 }
 
-/// Says on stderr, the first time only, that the engine has not answered.
+/// [`logged`] for a call the engine answers as a stream (a download, a
+/// container's logs): one line when its first item comes, timed from the
+/// call, and one for any item that is an error.
+pub(crate) fn logged_stream<'a, T: 'a, E: 'a>(
+    call: &'static str,
+    name: String,
+    stream: impl futures_util::Stream<Item = Result<T, E>> + 'a,
+) -> impl futures_util::Stream<Item = Result<T, E>> + 'a {
+    use futures_util::StreamExt as _;
+    let began = std::time::Instant::now();
+    let mut first = true;
+    stream.map(move |item| {
+        if std::mem::take(&mut first) || item.is_err() {
+            let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+            tracing::debug!(target: "workroom::engine", call = %call, name = %name, elapsed_ms = %elapsed_ms, ok = item.is_ok());
+        }
+        item
+    })
+}
+
+/// Where the silence notice goes: set once by the program (`cli` prints
+/// it on stderr); unset, it is not said. A process-wide sink, because the
+/// notice comes from under any engine call, whoever made it.
+type LineSink = Box<dyn Fn(&str) + Send + Sync>;
+static SILENCE_SINK: std::sync::OnceLock<LineSink> = std::sync::OnceLock::new();
+
+/// Sends the notice that the engine has not answered to `sink` (the first
+/// setting holds).
+pub fn on_silence(sink: impl Fn(&str) + Send + Sync + 'static) {
+    let _ = SILENCE_SINK.set(Box::new(sink));
+}
+
+/// Says, the first time only, that the engine has not answered.
 fn notice_silence() {
     if SILENCE_NOTICED.swap(true, std::sync::atomic::Ordering::SeqCst) {
         return;
     }
     let host = ENGINE_HOST.get().map_or("the engine's address", String::as_str);
-    eprintln!("workroom: waiting for the engine at {host} (no answer for {} s)", SILENCE_NOTICE.as_secs());
+    if let Some(sink) = SILENCE_SINK.get() {
+        sink(&format!("waiting for the engine at {host} (no answer for {} s)", SILENCE_NOTICE.as_secs()));
+    }
 }
 
 /// The engine a command talks to: a handle on its [`Driver`], cheap to

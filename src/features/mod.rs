@@ -48,15 +48,6 @@ pub trait Report: Sync {
     fn warning(&self, text: &str);
 }
 
-/// Plain warnings on stderr, nothing else.
-pub struct StderrWarnings;
-
-impl Report for StderrWarnings {
-    fn warning(&self, text: &str) {
-        eprintln!("warning: {text}");
-    }
-}
-
 /// The `devcontainer.metadata` entries of the resolved features, in install
 /// order, in the label's format: what a derived image's label holds after
 /// the base image's own entries.
@@ -72,15 +63,6 @@ pub async fn metadata_entries(loaded: &Loaded, cache: &Cache, report: &dyn Repor
     let fetcher = Fetcher::default();
     let resolved = resolve(loaded, LockMode::ReadOnly, cache, &fetcher, report).await?;
     Ok(resolved.as_ref().map(entries).unwrap_or_default())
-}
-
-/// [`metadata_entries`] for callers outside a runtime.
-pub fn metadata_entries_blocking(loaded: &Loaded) -> Result<Vec<Value>, FeatureError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| FeatureError::Cache { path: Cache::user().root().to_path_buf(), source })?;
-    runtime.block_on(metadata_entries(loaded, &Cache::user(), &StderrWarnings))
 }
 
 /// What each feature's install needs, in order: its folder, its env file,
@@ -144,7 +126,7 @@ mod tests {
         let loaded = load(&LoadRequest::new(dir.path(), None)).unwrap();
         let cache = Cache::at(dir.path().join("cache"));
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let entries = runtime.block_on(metadata_entries(&loaded, &cache, &StderrWarnings)).unwrap();
+        let entries = runtime.block_on(metadata_entries(&loaded, &cache, &crate::notices::Notices::kept())).unwrap();
         assert_eq!(
             entries,
             vec![

@@ -9,6 +9,7 @@
 //! restart, ADR 0005) is replaced; a missing one is started when there is
 //! anything to carry.
 
+use super::settings::ForwardSettings;
 use super::state::{self, Status};
 use crate::config::Loaded;
 use anyhow::Context as _;
@@ -31,7 +32,7 @@ pub enum Check {
     /// Nothing else was due: no process is spawned to decide. Whether the
     /// host's git has a credential helper is guessed from git's config
     /// files (no `git config` run); ports and an ssh-agent are seen.
-    Fast,
+    Fast(ForwardSettings),
     /// The room was made, started or had hooks due: everything is asked.
     Full(OfferProbe),
 }
@@ -39,8 +40,8 @@ pub enum Check {
 impl Check {
     /// The full check, with what the host offers asked now, on a thread of
     /// its own: `up` makes or starts the room meanwhile.
-    pub fn full(loaded: &Loaded) -> Check {
-        Check::Full(OfferProbe::start(loaded))
+    pub fn full(loaded: &Loaded, settings: ForwardSettings) -> Check {
+        Check::Full(OfferProbe::start(loaded, settings))
     }
 }
 
@@ -48,27 +49,26 @@ impl Check {
 /// `git config` run takes 10-25 ms, which `up` spent waiting, after the
 /// room's start, before its hooks: started before the room is made, it
 /// runs while the engine creates and starts it.
-pub struct OfferProbe(Option<tokio::task::JoinHandle<super::host_credentials::Offer>>);
+pub struct OfferProbe(Option<tokio::task::JoinHandle<super::host_credentials::Offer>>, ForwardSettings);
 
 impl OfferProbe {
-    fn start(loaded: &Loaded) -> OfferProbe {
+    fn start(loaded: &Loaded, settings: ForwardSettings) -> OfferProbe {
         // With ports to forward the forwarder starts whatever is offered,
         // and asks for itself: nothing to run here.
         if !loaded.model.forward_ports.is_empty() {
-            return OfferProbe(None);
+            return OfferProbe(None, settings);
         }
-        let workspace = loaded.workspace.local_folder.clone();
-        OfferProbe(Some(tokio::task::spawn_blocking(move || super::host_offer(&workspace))))
+        OfferProbe(Some(tokio::task::spawn_blocking(move || super::host_offer(settings))), settings)
     }
 
     /// Whether the host offers anything (asked again should the thread have
     /// failed).
-    async fn offers_anything(self, loaded: &Loaded) -> bool {
+    async fn offers_anything(self) -> bool {
         let offer = match self.0 {
             Some(asked) => asked.await.ok(),
             None => None,
         };
-        let offer = offer.unwrap_or_else(|| super::host_offer(&loaded.workspace.local_folder));
+        let offer = offer.unwrap_or_else(|| super::host_offer(self.1));
         offer.ssh_agent.is_some() || offer.git_credentials
     }
 }
@@ -90,12 +90,11 @@ pub async fn ensure_for_up(
     }
     let carries = !loaded.model.forward_ports.is_empty()
         || match check {
-            Check::Fast => {
-                super::host_ssh_agent(&loaded.workspace.local_folder).is_some()
-                    || (super::settings::load(&loaded.workspace.local_folder).git_credentials
-                        && super::host_credentials::host_git_config_names_a_helper())
+            Check::Fast(settings) => {
+                super::host_ssh_agent(settings).is_some()
+                    || (settings.git_credentials && super::host_credentials::host_git_config_names_a_helper())
             }
-            Check::Full(probe) => probe.offers_anything(loaded).await,
+            Check::Full(probe) => probe.offers_anything().await,
         };
     if !carries {
         return Ok(None);

@@ -30,8 +30,8 @@ pub struct Offer {
     pub git_credentials: bool,
 }
 
-pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) {
-    let result = match request {
+pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) -> Result<(), String> {
+    match request {
         Request::SshAgent => match &offer.ssh_agent {
             Some(path) => agent(path, &stream).await,
             None => stream
@@ -53,9 +53,6 @@ pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) {
         other => {
             stream.reply(Response::error(format!("the host does not serve {other:?}"))).await.map_err(|e| e.to_string())
         }
-    };
-    if let Err(e) = result {
-        eprintln!("workroom: credentials: {e}");
     }
 }
 

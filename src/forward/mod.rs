@@ -32,11 +32,11 @@ pub mod state;
 
 use crate::engine::Engine;
 use crate::link::RoomLink;
+use crate::notices::Notices;
 use crate::retry::{Backoff, Pace};
 pub use host_credentials::Offer;
 use spec::Forward;
 use state::{ForwardState, Status};
-use std::path::Path;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -56,6 +56,9 @@ pub struct Plan {
     pub forwards: Vec<Forward>,
     pub offer: Offer,
     pub background: bool,
+    /// Where what the forwarder says goes (its log, for one in the
+    /// background): streamed, never kept, as it runs for days.
+    pub log: Arc<Notices>,
 }
 
 /// Runs a forwarder until it is told to stop (SIGTERM, SIGINT) or the room
@@ -65,6 +68,7 @@ pub struct Plan {
 pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     let mut room_link = RoomLink::connect(engine, &plan.container_id).await?;
     let pid = std::process::id();
+    let log = &plan.log;
 
     let mut states = Vec::new();
     let mut listeners = Vec::new();
@@ -74,13 +78,13 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
                 let mut forward = forward.clone();
                 forward.host_port = l.local_addr().map(|a| a.port()).unwrap_or(forward.host_port);
                 let moved = asked_port.map(|p| format!(" (port {p} is taken on the host)")).unwrap_or_default();
-                eprintln!("workroom: forwarding {forward}{}{moved}", label_suffix(&forward));
+                log.say(format!("forwarding {forward}{}{moved}", label_suffix(&forward)));
                 states.push(ForwardState { forward: forward.clone(), state: "listening".into(), asked_port });
                 listeners.push((l, Arc::new(forward)));
             }
             Err(e) => {
                 let why = format!("cannot listen on 127.0.0.1:{}: {e}", forward.host_port);
-                eprintln!("workroom: not forwarding {forward}: {why}");
+                log.say(format!("not forwarding {forward}: {why}"));
                 states.push(ForwardState { forward: forward.clone(), state: why, asked_port: None });
             }
         }
@@ -107,7 +111,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     let (current, watching) = watch::channel(Some(room_link.link().clone()));
     let carries_ports = !listeners.is_empty();
     for (listener, forward) in listeners {
-        tokio::spawn(accept_loop(listener, forward, watching.clone()));
+        tokio::spawn(accept_loop(listener, forward, watching.clone(), log.clone()));
     }
     let offer = Arc::new(plan.offer.clone());
 
@@ -117,7 +121,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     let code = loop {
         let linked = std::time::Instant::now();
         let link = room_link.link().clone();
-        let serving = tokio::spawn(serve_credentials(link.clone(), offer.clone()));
+        let serving = tokio::spawn(serve_credentials(link.clone(), offer.clone(), log.clone()));
         let ended = tokio::select! {
             reason = link.closed() => format!("closed its link ({reason})"),
             // The link alone does not tell: after a restart of a peer room
@@ -136,19 +140,19 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         // would keep the dead relay's exec open while the room is waited on.
         drop(link);
         drop(room_link);
-        eprintln!("workroom: {} {ended}; forwards wait to link to it again", plan.room);
+        log.say(format!("{} {ended}; forwards wait to link to it again", plan.room));
         status.rejoining = true;
         let _ = state::write_status(&status);
         let served = status.started_at.clone();
         let next = tokio::select! {
-            next = relink(engine, &plan.container_id, &served, linked.elapsed(), &mut relinks) => next,
+            next = relink(engine, &plan.container_id, &served, linked.elapsed(), &mut relinks, log) => next,
             _ = term.recv() => break 0,
             _ = int.recv() => break 130,
         };
         let (new_link, started_at) = match next {
             Ok(linked) => linked,
             Err(why) => {
-                eprintln!("workroom: {} {why}; forwards end", plan.room);
+                log.say(format!("{} {why}; forwards end", plan.room));
                 break 0;
             }
         };
@@ -156,7 +160,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         // The new start's daemon knows nothing of the last one's offer.
         let offered = offer_credentials(&room_link, &plan).await;
         if !carries_ports && !offered {
-            eprintln!("workroom: {} started again, and there is nothing left to forward; forwards end", plan.room);
+            log.say(format!("{} started again, and there is nothing left to forward; forwards end", plan.room));
             break 0;
         }
         status.ssh_agent = offered && plan.offer.ssh_agent.is_some();
@@ -165,12 +169,12 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         status.started_at = started_at;
         status.rejoining = false;
         if let Err(e) = state::write_status(&status) {
-            eprintln!("warning: cannot write the status of the forwards to {}: {e}", plan.room);
+            log.warn(format!("cannot write the status of the forwards to {}: {e}", plan.room));
         }
         current.send_replace(Some(room_link.link().clone()));
         match restarted {
-            true => eprintln!("workroom: {} started again; forwarding to its new start", plan.room),
-            false => eprintln!("workroom: linked to {} again; forwarding", plan.room),
+            true => log.say(format!("{} started again; forwarding to its new start", plan.room)),
+            false => log.say(format!("linked to {} again; forwarding", plan.room)),
         }
     };
     state::remove_own(&plan.room, pid, plan.background);
@@ -187,6 +191,7 @@ async fn relink(
     served: &str,
     held: std::time::Duration,
     relinks: &mut Option<Backoff>,
+    log: &Notices,
 ) -> Result<(RoomLink, String), String> {
     let mut served = served.to_string();
     loop {
@@ -213,7 +218,7 @@ async fn relink(
             Ok(link) => return Ok((link, started_at)),
             // Looked at again: restarted once more, stopped, or its daemon
             // broken (then the same start's relinks run out).
-            Err(e) => eprintln!("workroom: cannot link to the room again: {:#}", anyhow::Error::new(e)),
+            Err(e) => log.say(format!("cannot link to the room again: {:#}", anyhow::Error::new(e))),
         }
         served = started_at;
     }
@@ -233,10 +238,14 @@ async fn connect_when_ready(engine: &Engine, id: &str) -> Result<RoomLink, crate
 
 /// Answers the daemon's credential requests on one link, until it closes
 /// or its start ends.
-async fn serve_credentials(link: Link, offer: Arc<Offer>) {
+async fn serve_credentials(link: Link, offer: Arc<Offer>, log: Arc<Notices>) {
     while let Some((request, stream)) = link.accept().await {
-        let offer = offer.clone();
-        tokio::spawn(async move { host_credentials::handle(&offer, request, stream).await });
+        let (offer, log) = (offer.clone(), log.clone());
+        tokio::spawn(async move {
+            if let Err(e) = host_credentials::handle(&offer, request, stream).await {
+                log.say(format!("credentials: {e}"));
+            }
+        });
     }
 }
 
@@ -265,7 +274,12 @@ fn label_suffix(forward: &Forward) -> String {
 /// the room's restarts: each connection is carried on the link of the
 /// start being served, and closed at once between starts (as a direct
 /// connection to a stopped room would be refused).
-async fn accept_loop(listener: TcpListener, forward: Arc<Forward>, mut current: watch::Receiver<Option<Link>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    forward: Arc<Forward>,
+    mut current: watch::Receiver<Option<Link>>,
+    log: Arc<Notices>,
+) {
     loop {
         match listener.accept().await {
             Ok((tcp, _)) => {
@@ -274,13 +288,13 @@ async fn accept_loop(listener: TcpListener, forward: Arc<Forward>, mut current: 
                 let link = current.borrow_and_update().clone();
                 match link {
                     Some(link) => {
-                        tokio::spawn(carry_while_served(tcp, forward.clone(), link, current.clone()));
+                        tokio::spawn(carry_while_served(tcp, forward.clone(), link, current.clone(), log.clone()));
                     }
-                    None => eprintln!("workroom: {forward}: the room is between starts; connection closed"),
+                    None => log.say(format!("{forward}: the room is between starts; connection closed")),
                 }
             }
             // Out of descriptors and the like: say it, keep serving.
-            Err(e) => eprintln!("workroom: {forward}: accept: {e}"),
+            Err(e) => log.say(format!("{forward}: accept: {e}")),
         }
     }
 }
@@ -293,27 +307,28 @@ async fn carry_while_served(
     forward: Arc<Forward>,
     link: Link,
     mut current: watch::Receiver<Option<Link>>,
+    log: Arc<Notices>,
 ) {
     tokio::select! {
-        () = carry(tcp, forward.clone(), link) => {}
-        _ = current.changed() => eprintln!("workroom: {forward}: the room's start ended; connection closed"),
+        () = carry(tcp, forward.clone(), link, &log) => {}
+        _ = current.changed() => log.say(format!("{forward}: the room's start ended; connection closed")),
     }
 }
 
 /// One forwarded connection. A refusal in the room closes the client's
 /// connection (it sees the close, as with a refused direct connection once
 /// accepted) and is said on our stderr: the log of a background forwarder.
-async fn carry(tcp: TcpStream, forward: Arc<Forward>, link: Link) {
+async fn carry(tcp: TcpStream, forward: Arc<Forward>, link: Link, log: &Notices) {
     let _ = tcp.set_nodelay(true);
     let request = Request::Connect { host: forward.target_host.clone(), port: forward.target_port };
     let stream = match pipe::open_ready(&link, request).await {
         Ok(s) => s,
-        Err(e) => return eprintln!("workroom: {forward}: {e}"),
+        Err(e) => return log.say(format!("{forward}: {e}")),
     };
     // The client's bytes reach the engine's connection without passing
     // through our memory where the link splices (workroomd's staging.rs).
     if let Err(e) = workroomd::staging::carry(&stream, tcp).await {
-        eprintln!("workroom: {forward}: {e}");
+        log.say(format!("{forward}: {e}"));
     }
 }
 
@@ -332,27 +347,27 @@ async fn offer_credentials(room_link: &RoomLink, plan: &Plan) -> bool {
     match room_link.link().request(request).await {
         Ok(Response::Ready) => {}
         Ok(Response::Error { message }) => {
-            eprintln!("warning: credentials are not forwarded to {}: {message}", plan.room);
+            plan.log.warn(format!("credentials are not forwarded to {}: {message}", plan.room));
             return false;
         }
         Ok(other) => {
-            eprintln!("warning: credentials are not forwarded to {}: unexpected answer {other:?}", plan.room);
+            plan.log.warn(format!("credentials are not forwarded to {}: unexpected answer {other:?}", plan.room));
             return false;
         }
         Err(e) => {
-            eprintln!("warning: credentials are not forwarded to {}: {e}", plan.room);
+            plan.log.warn(format!("credentials are not forwarded to {}: {e}", plan.room));
             return false;
         }
     }
     if offer.git_credentials {
-        configure_git_helper(room_link, &plan.remote_user).await;
+        configure_git_helper(room_link, &plan.remote_user, &plan.log).await;
     }
     true
 }
 
 /// Makes the remote user's git ask the host: only when git is in the image
 /// and the user has no credential helper of their own (theirs wins).
-async fn configure_git_helper(room_link: &RoomLink, user: &str) {
+async fn configure_git_helper(room_link: &RoomLink, user: &str, log: &Notices) {
     let script = format!(
         "command -v git >/dev/null 2>&1 || exit 0; \
          [ -n \"$(git config --global --get-all credential.helper)\" ] && exit 0; \
@@ -366,17 +381,16 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str) {
     };
     match room_link.run_prefixed(request, "git credential helper").await {
         Ok(status) if status.code == Some(0) => {}
-        Ok(status) => eprintln!("warning: could not configure git's credential helper in the room ({status:?})"),
+        Ok(status) => log.warn(format!("could not configure git's credential helper in the room ({status:?})")),
         Err(e) => {
-            eprintln!("warning: could not configure git's credential helper in the room: {:#}", anyhow::Error::new(e))
+            log.warn(format!("could not configure git's credential helper in the room: {:#}", anyhow::Error::new(e)))
         }
     }
 }
 
 /// The credentials a room's host process would offer from this host, with
 /// the workspace's settings.
-pub fn host_offer(workspace: &Path) -> Offer {
-    let settings = settings::load(workspace);
+pub fn host_offer(settings: settings::ForwardSettings) -> Offer {
     let ssh_agent = settings.ssh_agent.then(agent_socket).flatten();
     let git_credentials = settings.git_credentials && host_credentials::host_git_has_helper();
     Offer { ssh_agent, git_credentials }
@@ -384,8 +398,8 @@ pub fn host_offer(workspace: &Path) -> Offer {
 
 /// The host's ssh-agent a room's forwarder would offer, without asking git
 /// anything (no process spawned).
-pub fn host_ssh_agent(workspace: &Path) -> Option<std::path::PathBuf> {
-    settings::load(workspace).ssh_agent.then(agent_socket).flatten()
+pub fn host_ssh_agent(settings: settings::ForwardSettings) -> Option<std::path::PathBuf> {
+    settings.ssh_agent.then(agent_socket).flatten()
 }
 
 fn agent_socket() -> Option<std::path::PathBuf> {

@@ -1,7 +1,7 @@
 //! The `[forward]` table of workroom's settings (`src/settings.rs`), as the
 //! forwarder uses it: `ssh_agent` and `git_credentials`, both on by default.
-
-use std::path::Path;
+//! Taken from the settings the command resolved once (`room/resolve.rs`),
+//! never read from disk again here.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardSettings {
@@ -15,11 +15,8 @@ impl Default for ForwardSettings {
     }
 }
 
-/// The forwarding settings for a workspace. A settings file that cannot be
-/// read was already refused by the `up` that made the room; here the
-/// defaults stand in.
-pub fn load(workspace: &Path) -> ForwardSettings {
-    crate::settings::load(workspace, Default::default())
-        .map(|s| ForwardSettings { ssh_agent: s.ssh_agent, git_credentials: s.git_credentials })
-        .unwrap_or_default()
+impl From<&crate::settings::Settings> for ForwardSettings {
+    fn from(s: &crate::settings::Settings) -> Self {
+        ForwardSettings { ssh_agent: s.ssh_agent, git_credentials: s.git_credentials }
+    }
 }

@@ -171,11 +171,12 @@ async fn service_image(
     project: &Project,
     loaded: &Loaded,
     lock: crate::features::LockMode,
+    say: &Notices,
 ) -> anyhow::Result<ServiceImage> {
     let service = &project.service_name;
     let global = project.global(None);
     let (image, action) = if project.service.build {
-        program.run(&global, &["build".to_string(), service.clone()]).await?;
+        program.run(&global, &["build".to_string(), service.clone()], &|line| say.say(line)).await?;
         let image = project
             .service
             .image
@@ -189,7 +190,7 @@ async fn service_image(
             files: project.files_shown(),
         })?;
         if engine.inspect_image(&image).await?.is_none() {
-            program.run(&global, &["pull".to_string(), service.clone()]).await?;
+            program.run(&global, &["pull".to_string(), service.clone()], &|line| say.say(line)).await?;
         }
         (image, "pull")
     };
@@ -221,7 +222,7 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
         say.warn(w);
     }
     create::check(&room, &crate::plan::run_args::RealHost)?;
-    let image = service_image(engine, &program, &project, &room, options.lock).await?;
+    let image = service_image(engine, &program, &project, &room, options.lock, say).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.
     let daemon = super::daemon::for_image(engine, &image.name).await?;
@@ -253,7 +254,7 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     let before = engine.project_objects(&project.name).await?;
     let made = async {
         let up: Vec<String> = ["up", "--no-start"].map(String::from).into_iter().chain(services.clone()).collect();
-        program.run(&global, &up).await?;
+        program.run(&global, &up, &|line| say.say(line)).await?;
         let c = engine.inspect_container(name).await?.ok_or_else(|| ComposeRoomError::NotMade {
             name: name.to_string(),
             service: project.service_name.clone(),
@@ -264,7 +265,7 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
         // (its configuration hash changed) keeps the daemon just uploaded.
         let start: Vec<String> =
             ["up", "-d", "--no-recreate"].map(String::from).into_iter().chain(services.clone()).collect();
-        program.run(&global, &start).await?;
+        program.run(&global, &start, &|line| say.say(line)).await?;
         super::make::started(engine, &room, &metadata, &id, name).await
     }
     .await;
@@ -309,6 +310,7 @@ pub(super) async fn start(
     compose: &Compose,
     c: &ContainerInspectResponse,
     name: &str,
+    say: &Notices,
 ) -> anyhow::Result<()> {
     let _making = making(name).await?;
     let c = engine.inspect_container(name).await?.unwrap_or_else(|| c.clone());
@@ -326,7 +328,7 @@ pub(super) async fn start(
     let program = program(loaded).await?;
     let services = plan::services_to_run(&compose.service, compose.run_services.as_deref());
     let start: Vec<String> = ["up", "-d", "--no-recreate"].map(String::from).into_iter().chain(services).collect();
-    program.run(&global, &start).await?;
+    program.run(&global, &start, &|line| say.say(line)).await?;
     Ok(())
 }
 
@@ -393,7 +395,7 @@ async fn shutdown(engine: &Engine, c: &ContainerSummary, say: &Notices, args: &[
         return Ok(true);
     };
     let program = Program::find().await?;
-    program.run(&global, args).await?;
+    program.run(&global, args, &|line| say.say(line)).await?;
     Ok(true)
 }
 

@@ -89,7 +89,7 @@ pub async fn extend(
     let context = recipe::context(&base_id, &users, &installs, &label).map_err(DerivedImageError::Context)?;
     let tag = context.tag();
     let _building = cache.lock(&context.key).await?;
-    let downloads = *report.fetched.lock().map_err(|_| DerivedImageError::Build { reason: "poisoned".into() })?;
+    let downloads = *workroomd::locks::lock(&report.fetched);
     let installed = match engine.inspect_image(&tag).await? {
         Some(found) => {
             if downloads > 0 || progress.is_terminal() {
@@ -270,16 +270,13 @@ struct FetchReport<'a> {
 
 impl Report for FetchReport<'_> {
     fn fetching(&self, what: &str) {
-        if let Ok(mut tasks) = self.tasks.lock() {
-            tasks.entry(what.to_string()).or_insert_with(|| self.progress.task(format!("fetching {what}")));
-        }
+        let mut tasks = workroomd::locks::lock(&self.tasks);
+        tasks.entry(what.to_string()).or_insert_with(|| self.progress.task(format!("fetching {what}")));
     }
 
     fn fetched(&self, what: &str, bytes: usize) {
-        if let Ok(mut n) = self.fetched.lock() {
-            *n += 1;
-        }
-        if let Some(task) = self.tasks.lock().ok().and_then(|mut t| t.remove(what)) {
+        *workroomd::locks::lock(&self.fetched) += 1;
+        if let Some(task) = workroomd::locks::lock(&self.tasks).remove(what) {
             task.finish(&format!("fetched {what}, {} KiB", bytes.div_ceil(1024)));
         }
     }

@@ -7,25 +7,37 @@
 //! - postStart: once per container start (the daemon's boot id);
 //! - postAttach: on every attach.
 //!
-//! "Once" is kept by markers in the daemon, one per hook, claimed with a
-//! compare-and-set, so concurrent `up`s of one room run each hook once: the
-//! one whose claim wins runs it, the others wait for its marker to say done.
-//! A hook that fails releases its claim, so the next `up` tries it again,
-//! and later hooks do not run. A hook whose `up` died while running it (the
-//! claim is abandoned) is not run again: the claim is the record that it
-//! began, as the reference CLI's marker file is (ADR 0004). Beside ours,
-//! the reference's marker files are written and read, so `devcontainer up`
-//! on a room of ours does not run what we ran, nor we what it ran.
+//! "Once" is kept by markers in the daemon, one per hook. The once-only
+//! hooks and postStart are the daemon's own jobs (ADR 0004): `up` asks, and
+//! the daemon claims the marker and starts the hook in one step, runs it to
+//! its end whatever becomes of that `up`, and records the end; an `up` that
+//! finds it running follows it (its output from the oldest kept byte) and
+//! reports its status. So a hook is never lost to a killed `up` and never
+//! run twice. A hook that fails releases its claim, so the next `up` runs
+//! it again, and later hooks do not run. `up` also hands the daemon the
+//! room's start plan, which the daemon runs as postStart at each later
+//! start of the container, `docker restart` included.
+//!
+//! A daemon from before hook jobs (its hello names none) gets the old way:
+//! `up` claims each marker with a compare-and-set and runs the commands
+//! itself, and a claim whose `up` died is the record that the hook began.
+//! Beside ours, the reference CLI's marker files are written and read (by
+//! the daemon's job, or by `up` in the old way), so `devcontainer up` on a
+//! room of ours does not run what we ran, nor we what it ran.
 
 use super::reference_markers as reference;
 use crate::config::{substitute, Command, Hook, Loaded};
 use crate::link::RoomLink;
+use crate::notices::Notices;
 use crate::plan::metadata::{Merged, Origin};
 use anyhow::{bail, Context as _};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
-use workroomd::proto::RunRequest;
+use workroomd::proto::{
+    Event, HookCommands, HookRun, HookState, HookStep, Request, Response, RunRequest, StartPlan, StreamHandle,
+};
+use workroomd::room::{MARKER_DONE as DONE, POST_START_MARKER as START_MARKER, START_PLAN_MARKER as PLAN_MARKER};
 
 /// The once-per-container hooks, in this order; each has its own marker,
 /// named after its property.
@@ -36,8 +48,50 @@ const LEGACY_CREATE_MARKER: &str = "create-hooks";
 /// `updateRemoteUserUID`, once per container. It is idempotent, so a claim
 /// its `up` abandoned is taken over and it runs again.
 const UID_MARKER: &str = "update-remote-user-uid";
-const START_MARKER: &str = "post-start";
-const DONE: &str = "done";
+
+/// Test-only: `WORKROOM_TEST_KILL_AT=<event>:<key>` makes `up` SIGKILL
+/// itself at that named point, so the integration tests
+/// (tests/hook_jobs.rs) can aim a kill at each marker write of `up`
+/// without racing a timer. The points ([`KILL_POINTS`]) are `asking:KEY`
+/// (before a hook's request or the plan's), `claimed:KEY` (the hook's
+/// claim is made: by the daemon with the hook started, or by `up` itself
+/// for updateRemoteUserUID and with a daemon of before), `ended:KEY` (it
+/// ended, or its end was written), `handed:start-plan`, and `ended:hooks`
+/// (all done, before `up` writes its ready record). Nothing sets it outside
+/// tests; unset, a point costs one environment lookup.
+pub const KILL_AT_ENV: &str = "WORKROOM_TEST_KILL_AT";
+
+/// Every point `up` passes in a room with all three create hooks and a
+/// daemon of now, in order. The test loops over this list: a new point
+/// goes here, or no kill is aimed at it.
+pub const KILL_POINTS: &[&str] = &[
+    "claimed:update-remote-user-uid",
+    "ended:update-remote-user-uid",
+    "asking:onCreateCommand",
+    "claimed:onCreateCommand",
+    "ended:onCreateCommand",
+    "asking:updateContentCommand",
+    "claimed:updateContentCommand",
+    "ended:updateContentCommand",
+    "asking:postCreateCommand",
+    "claimed:postCreateCommand",
+    "ended:postCreateCommand",
+    "asking:start-plan",
+    "handed:start-plan",
+    "asking:post-start",
+    "claimed:post-start",
+    "ended:post-start",
+    "ended:hooks",
+];
+
+fn kill_point(event: &str, key: &str) {
+    let Some(at) = std::env::var_os(KILL_AT_ENV) else { return };
+    if at.to_str() == Some(&format!("{event}:{key}")) {
+        use std::io::Write as _;
+        let _ = std::io::stderr().flush();
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
 
 /// How long an `up` waits for another `up`'s hooks. Hooks install
 /// dependencies and may take long; a claim older than this is taken over.
@@ -72,12 +126,20 @@ pub struct HookContext<'a> {
     /// CLI writes them into its marker files.
     pub created_at: String,
     pub started_at: String,
+    /// Where the hooks' own lines go (what runs, what is skipped and why).
+    pub say: &'a Notices,
 }
 
 impl<'a> HookContext<'a> {
     /// `remoteEnv` with `${containerEnv:...}` resolved against the room's
     /// environment; a `null` value is left out.
-    pub fn new(loaded: &'a Loaded, metadata: &'a Merged, user: &str, container_env: &HashMap<String, String>) -> Self {
+    pub fn new(
+        loaded: &'a Loaded,
+        metadata: &'a Merged,
+        user: &str,
+        container_env: &HashMap<String, String>,
+        say: &'a Notices,
+    ) -> Self {
         let ctx = substitute::Context { container_env: Some(container_env), ..Default::default() };
         let env = metadata
             .remote_env
@@ -92,19 +154,181 @@ impl<'a> HookContext<'a> {
             cwd: loaded.workspace.folder.clone(),
             created_at: String::new(),
             started_at: String::new(),
+            say,
         }
     }
 }
 
 pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) -> anyhow::Result<()> {
-    let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
     let status = link.status().await?;
     let markers = link.markers().await?;
-    let done = |key: &str| markers.get(key).map(String::as_str) == Some(DONE);
+    if link.link().peer().runs_hook_jobs() {
+        by_daemon(link, ctx, &markers, &status.boot_id).await?;
+    } else {
+        by_host(link, ctx, &markers, &status.boot_id).await?;
+    }
+    if post_attach {
+        run_hook(link, ctx, Hook::PostAttach).await?;
+    }
+    kill_point("ended", "hooks");
+    Ok(())
+}
+
+/// The markers as `up` read them.
+type Markers = BTreeMap<String, String>;
+
+fn is_done(markers: &Markers, key: &str) -> bool {
+    markers.get(key).map(String::as_str) == Some(DONE)
+}
+
+/// The once-only hooks and postStart as the daemon's jobs, and the start
+/// plan handed over once the create hooks are done.
+async fn by_daemon(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot_id: &str) -> anyhow::Result<()> {
+    let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
+    // What a start waits for before the daemon runs postStart itself.
+    let mut after = Vec::new();
+    if !is_done(markers, LEGACY_CREATE_MARKER) {
+        if !is_done(markers, UID_MARKER) {
+            once(link, UID_MARKER, None, DONE, OnAbandoned::RunAgain, || update_remote_user_uid(link, ctx)).await?;
+        }
+        after.push(UID_MARKER.to_string());
+        for hook in CREATE_HOOKS.into_iter().filter(|h| has(*h)) {
+            after.push(hook.property().to_string());
+            if !is_done(markers, hook.property()) {
+                let run = hook_run(ctx, hook, hook.property(), DONE, &ctx.created_at);
+                daemon_job(link, run, OnAbandoned::Interrupted, ctx.say).await?;
+            }
+        }
+    }
+    let plan = start_plan(ctx, after);
+    if markers.get(PLAN_MARKER) != Some(&plan.digest) {
+        kill_point("asking", PLAN_MARKER);
+        match link.link().request(Request::SetStartPlan(plan)).await? {
+            Response::Done => {}
+            Response::Error { message } => bail!("the daemon did not take the room's start plan: {message}"),
+            other => bail!("the daemon answered {other:?} to the room's start plan"),
+        }
+        kill_point("handed", PLAN_MARKER);
+    }
+    if markers.get(START_MARKER).map(String::as_str) != Some(boot_id) {
+        // Also with no postStartCommand: the marker then says this start
+        // needs nothing, and the next `up` asks nothing.
+        let run = hook_run(ctx, Hook::PostStart, START_MARKER, boot_id, &ctx.started_at);
+        daemon_job(link, run, OnAbandoned::RunAgain, ctx.say).await?;
+    }
+    Ok(())
+}
+
+/// `hook`'s commands as a job for the daemon, recorded under `key` as
+/// `done`, sharing the reference CLI's marker file at `time`.
+fn hook_run(ctx: &HookContext<'_>, hook: Hook, key: &str, done: &str, time: &str) -> HookRun {
+    HookRun {
+        key: key.to_string(),
+        done: done.to_string(),
+        hook: hook.property().to_string(),
+        run: hook_commands(ctx, hook),
+        reference_time: (!time.is_empty()).then(|| time.to_string()),
+    }
+}
+
+fn hook_commands(ctx: &HookContext<'_>, hook: Hook) -> HookCommands {
+    let commands = ctx.metadata.hook(hook);
+    let name_origins = commands.iter().any(|c| !c.origin.is_config());
+    HookCommands {
+        commands: commands.iter().map(|c| steps(hook, name_origins.then_some(&c.origin), &c.command)).collect(),
+        user: Some(ctx.user.clone()),
+        env: ctx.env.clone(),
+        cwd: Some(ctx.cwd.clone()),
+    }
+}
+
+/// What the daemon runs at each later start: postStart as this `up` would
+/// run it, after the create hooks `after` names. Its digest covers all of
+/// it, so a changed command, user or env is handed over again.
+fn start_plan(ctx: &HookContext<'_>, after: Vec<String>) -> StartPlan {
+    let mut plan = StartPlan { run: hook_commands(ctx, Hook::PostStart), after, digest: String::new() };
+    let bytes = serde_json::to_vec(&plan).unwrap_or_default();
+    plan.digest = super::daemon::digest(&bytes);
+    plan
+}
+
+/// Asks the daemon for `run` and follows it to its end. A host's claim
+/// (an `up` of a workroom before hook jobs) is waited for while its `up`
+/// lives, and one whose `up` died is dealt with as that workroom did.
+async fn daemon_job(link: &RoomLink, run: HookRun, on_abandoned: OnAbandoned, say: &Notices) -> anyhow::Result<()> {
+    let (key, hook) = (run.key.clone(), run.hook.clone());
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::HOOK, CLAIM_WAIT);
+    loop {
+        kill_point("asking", &key);
+        let stream = link.link().open(Request::RunHook(run.clone())).await?;
+        let _ = stream.send_eof().await;
+        match stream.recv_reply().await? {
+            Response::Hook(HookState::Done) => return Ok(()),
+            Response::Hook(HookState::Started) => kill_point("claimed", &key),
+            Response::Hook(HookState::Following) => {
+                say.say(format!("[{hook}] runs already (begun by another `up`, or at the room's start); following it"))
+            }
+            Response::Hook(HookState::Busy { current }) => {
+                let abandoned = is_abandoned(&current);
+                if abandoned && on_abandoned == OnAbandoned::Interrupted {
+                    let (applied, _) = link.set_marker(&key, Some(run.done.clone()), Some(current)).await?;
+                    if applied {
+                        say_interrupted(say, Once::Interrupted, &hook);
+                        return Ok(());
+                    }
+                } else if abandoned || wait.expired() {
+                    // Taken over: released, for the daemon to claim.
+                    link.set_marker(&key, None, Some(current)).await?;
+                } else {
+                    wait.pause().await;
+                }
+                continue;
+            }
+            Response::Error { message } => bail!("the daemon could not run {hook}: {message}"),
+            other => bail!("the daemon answered {other:?} to {hook}"),
+        }
+        let ended = follow(&stream, &hook).await;
+        kill_point("ended", &key);
+        return ended;
+    }
+}
+
+/// Shows a hook job's output as it comes (labelled lines, on stderr) and
+/// returns its end: the daemon's one-line reason when it failed.
+async fn follow(stream: &StreamHandle, hook: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let (mut exit, mut reason) = (None, None);
+    while let Some(event) = stream.recv().await {
+        match event {
+            Event::Data(bytes) => {
+                let _ = std::io::stderr().lock().write_all(&bytes);
+            }
+            Event::Stderr(bytes) => reason = Some(String::from_utf8_lossy(&bytes).trim().to_string()),
+            Event::Exit(status) => exit = Some(status),
+            Event::Eof => break,
+            Event::Reset(why) => bail!("the daemon ended {hook}'s output: {why}"),
+        }
+    }
+    match (exit, reason) {
+        (_, Some(reason)) => bail!("{reason}"),
+        (Some(status), None) if status.code == Some(0) => Ok(()),
+        (Some(status), None) => bail!("{hook} {}", status.describe()),
+        // The link closed first: the room stopped, or the engine went away.
+        (None, None) => {
+            bail!("lost the daemon before {hook} ended (did the room stop?); the next `workroom up` finds how it ended")
+        }
+    }
+}
+
+/// The old way, for a daemon without hook jobs: `up` claims each marker and
+/// runs the commands itself.
+async fn by_host(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot_id: &str) -> anyhow::Result<()> {
+    let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
+    let done = |key: &str| is_done(markers, key);
     let legacy_done = done(LEGACY_CREATE_MARKER);
     let create_due = !legacy_done && CREATE_HOOKS.iter().any(|h| has(*h) && !done(h.property()));
     let started_for = markers.get(START_MARKER).cloned();
-    let start_due = started_for.as_deref() != Some(&status.boot_id);
+    let start_due = started_for.as_deref() != Some(boot_id);
     let theirs = match create_due || start_due {
         true => reference::read(link, &ctx.user).await,
         false => Default::default(),
@@ -120,13 +344,13 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
             let ran_by_reference = reference::ran(&theirs, hook, &ctx.created_at);
             let outcome = once(link, hook.property(), None, DONE, OnAbandoned::Interrupted, || async {
                 if ran_by_reference {
-                    eprintln!("[{}] already run by the reference CLI (devcontainer up)", hook.property());
+                    ctx.say.say(format!("[{}] already run by the reference CLI (devcontainer up)", hook.property()));
                     return Ok(());
                 }
                 run_recorded(link, ctx, hook, &ctx.created_at).await
             })
             .await?;
-            say_interrupted(outcome, hook);
+            say_interrupted(ctx.say, outcome, hook.property());
         }
     }
     if start_due {
@@ -134,20 +358,17 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) 
         // postStart runs at every start, so it is made to be repeated; and an
         // abandoned claim may be of an earlier start, which says nothing
         // about this one.
-        once(link, START_MARKER, started_for, &status.boot_id, OnAbandoned::RunAgain, || async {
+        once(link, START_MARKER, started_for, boot_id, OnAbandoned::RunAgain, || async {
             if !has(Hook::PostStart) {
                 Ok(())
             } else if ran_by_reference {
-                eprintln!("[postStartCommand] already run by the reference CLI (devcontainer up)");
+                ctx.say.say("[postStartCommand] already run by the reference CLI (devcontainer up)");
                 Ok(())
             } else {
                 run_recorded(link, ctx, Hook::PostStart, &ctx.started_at).await
             }
         })
         .await?;
-    }
-    if post_attach {
-        run_hook(link, ctx, Hook::PostAttach).await?;
     }
     Ok(())
 }
@@ -167,7 +388,7 @@ async fn run_hook(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook) -> anyhow:
 /// reference does; a failed hook takes the file back, since it is to run
 /// again (our claim is released too).
 async fn run_recorded(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, time: &str) -> anyhow::Result<()> {
-    reference::write(link, &ctx.user, hook, time).await;
+    reference::write(link, &ctx.user, hook, time, ctx.say).await;
     let result = run_hook(link, ctx, hook).await;
     if result.is_err() {
         reference::forget(link, &ctx.user, hook).await;
@@ -175,12 +396,11 @@ async fn run_recorded(link: &RoomLink, ctx: &HookContext<'_>, hook: Hook, time: 
     result
 }
 
-fn say_interrupted(outcome: Once, hook: Hook) {
+fn say_interrupted(say: &Notices, outcome: Once, hook: &str) {
     if outcome == Once::Interrupted {
-        eprintln!(
-            "warning: {} began under an `up` that died before it ended; it is not run twice (`workroom up --recreate` makes the room afresh)",
-            hook.property()
-        );
+        say.warn(format!(
+            "{hook} began under an `up` that died before it ended; it is not run twice (`workroom up --recreate` makes the room afresh)"
+        ));
     }
 }
 
@@ -200,7 +420,7 @@ async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyho
         // then has two owners and a hook writing to it fails.
         let (passwd, _) = link.users().await?;
         if let Some(note) = super::users::numeric_user_note(&ctx.user, uid, &passwd) {
-            eprintln!("warning: {note}");
+            ctx.say.warn(note);
         }
         return Ok(());
     }
@@ -249,6 +469,7 @@ where
     loop {
         let (applied, current) = link.set_marker(key, Some(claim.clone()), expected.clone()).await?;
         if applied {
+            kill_point("claimed", key);
             break;
         }
         match current.as_deref() {
@@ -267,6 +488,7 @@ where
     match work().await {
         Ok(()) => {
             link.set_marker(key, Some(done.to_string()), Some(claim)).await?;
+            kill_point("ended", key);
             Ok(Once::Done)
         }
         Err(e) => {
@@ -295,6 +517,19 @@ fn nonce() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
+/// A hook's command as the steps that run it: one, or a parallel object's
+/// entries at once, each labelled with the hook (and `origin`, when given).
+fn steps(hook: Hook, origin: Option<&Origin>, cmd: &Command) -> Vec<HookStep> {
+    let from = origin.map(|o| format!(" from {o}")).unwrap_or_default();
+    match cmd {
+        Command::Parallel(named) => named
+            .iter()
+            .map(|(n, c)| HookStep { label: format!("{}:{n}{from}", hook.property()), argv: argv(c) })
+            .collect(),
+        simple => vec![HookStep { label: format!("{}{from}", hook.property()), argv: argv(simple) }],
+    }
+}
+
 fn argv(cmd: &Command) -> Vec<String> {
     match cmd {
         Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
@@ -313,15 +548,9 @@ pub async fn run_in_room(
     origin: Option<&Origin>,
     cmd: &Command,
 ) -> anyhow::Result<()> {
-    let from = origin.map(|o| format!(" from {o}")).unwrap_or_default();
-    let jobs: Vec<(String, Vec<String>)> = match cmd {
-        Command::Parallel(named) => {
-            named.iter().map(|(n, c)| (format!("{}:{n}{from}", hook.property()), argv(c))).collect()
-        }
-        simple => vec![(format!("{}{from}", hook.property()), argv(simple))],
-    };
-    let runs = jobs.iter().map(|(label, argv)| async move {
-        eprintln!("[{label}] {}", argv.join(" "));
+    let jobs = steps(hook, origin, cmd);
+    let runs = jobs.iter().map(|HookStep { label, argv }| async move {
+        ctx.say.say(format!("[{label}] {}", argv.join(" ")));
         let request = RunRequest {
             argv: argv.clone(),
             user: Some(ctx.user.clone()),
@@ -342,13 +571,13 @@ pub async fn run_in_room(
 }
 
 /// `initializeCommand`, on the host, in the workspace folder.
-pub async fn run_on_host(cmd: &Command, folder: &Path) -> anyhow::Result<()> {
+pub async fn run_on_host(cmd: &Command, folder: &Path, say: &Notices) -> anyhow::Result<()> {
     let jobs: Vec<(String, Vec<String>)> = match cmd {
         Command::Parallel(named) => named.iter().map(|(n, c)| (format!("initializeCommand:{n}"), argv(c))).collect(),
         simple => vec![("initializeCommand".to_string(), argv(simple))],
     };
     for (label, argv) in jobs {
-        eprintln!("[{label}] {}", argv.join(" "));
+        say.say(format!("[{label}] {}", argv.join(" ")));
         let status = tokio::process::Command::new(&argv[0])
             .args(&argv[1..])
             .current_dir(folder)

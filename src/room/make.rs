@@ -49,6 +49,8 @@ pub struct UpOptions {
     pub lock: crate::features::LockMode,
     /// How a new room gets the workspace (settings and `--workspace`).
     pub workspace: crate::settings::WorkspaceMode,
+    /// What the room's forwarder carries besides ports (`[forward]`).
+    pub forward: crate::forward::settings::ForwardSettings,
 }
 
 /// Who is making which room, and how: what every making step reads.

@@ -54,7 +54,7 @@ fn parse(out: &str) -> Markers {
 
 /// Writes `hook`'s marker file as `user`, holding `time`, as the reference
 /// does before it runs the hook.
-pub async fn write(link: &RoomLink, user: &str, hook: Hook, time: &str) {
+pub async fn write(link: &RoomLink, user: &str, hook: Hook, time: &str, say: &crate::notices::Notices) {
     if time.is_empty() {
         return;
     }
@@ -62,11 +62,11 @@ pub async fn write(link: &RoomLink, user: &str, hook: Hook, time: &str) {
     let request = run_as(user, script.to_string(), vec![hook.property().to_string(), time.to_string()]);
     if let Ok(out) = super::nested::capture(link, request).await {
         if out.code != Some(0) {
-            eprintln!(
-                "warning: could not record {} for the reference CLI in {user}'s ~/.devcontainer: {}",
+            say.warn(format!(
+                "could not record {} for the reference CLI in {user}'s ~/.devcontainer: {}",
                 hook.property(),
                 out.stderr.trim()
-            );
+            ));
         }
     }
 }

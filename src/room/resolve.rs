@@ -153,6 +153,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         refuse_metadata_privileged: !settings.metadata_privileged,
         lock: flags.lock,
         workspace: settings.workspace,
+        forward: settings.into(),
     }
 }
 

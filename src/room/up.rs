@@ -94,7 +94,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     // A room to be made or started takes the full path: what the host
     // offers it is asked now, while the engine works.
     let running_before = existing.as_ref().and_then(|c| c.state.as_ref()?.running) == Some(true);
-    let full_check = (!running_before || options.recreate).then(|| Check::full(loaded));
+    let full_check = (!running_before || options.recreate).then(|| Check::full(loaded, options.forward));
     let mut room = settle_or_make(engine, loaded, options, name, existing, say).await?;
     if !room.created {
         super::reattach::say(engine, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
@@ -102,11 +102,11 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     if fast_path(engine, loaded, options, &room, say).await {
         return Ok(room.result(loaded, say));
     }
-    start(engine, loaded, &mut room).await?;
+    start(engine, loaded, &mut room, say).await?;
     let started_at = room.started_at();
     let (link, metadata) = link(engine, loaded, &mut room, say).await?;
     // Before the hooks, so they can use the forwarded credentials.
-    let check = full_check.unwrap_or_else(|| Check::full(loaded));
+    let check = full_check.unwrap_or_else(|| Check::full(loaded, options.forward));
     keep_forwarder(loaded, &room.name, &started_at, check, say).await;
     let probed = run_hooks(engine, loaded, options, &room, &link, &metadata, say).await?;
     report(engine, &room, &link, probed.as_ref(), say).await?;
@@ -157,7 +157,7 @@ async fn settle_or_make(
         bail!("{why}");
     }
     if let Some(cmd) = loaded.model.lifecycle.get(Hook::Initialize) {
-        hooks::run_on_host(cmd, &loaded.workspace.local_folder).await?;
+        hooks::run_on_host(cmd, &loaded.workspace.local_folder, say).await?;
     }
     if options.recreate {
         // Held while removing, so of concurrent recreates one removes and
@@ -230,7 +230,7 @@ async fn fast_path(engine: &Engine, loaded: &Loaded, options: &UpOptions, room: 
     }
     // State files only: a forwarder that died or belongs to an earlier
     // start is replaced without a daemon link.
-    keep_forwarder(loaded, &room.name, &started_at, Check::Fast, say).await;
+    keep_forwarder(loaded, &room.name, &started_at, Check::Fast(options.forward), say).await;
     // Only rooms that run the image's program pay a link for its state.
     let entrypoint = room.container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
     if super::program::has_program(&entrypoint) {
@@ -242,7 +242,7 @@ async fn fast_path(engine: &Engine, loaded: &Loaded, options: &UpOptions, room: 
 }
 
 /// Step 3: the room runs, and `room` says so, with this start's time.
-async fn start(engine: &Engine, loaded: &Loaded, room: &mut Room) -> anyhow::Result<()> {
+async fn start(engine: &Engine, loaded: &Loaded, room: &mut Room, say: &Notices) -> anyhow::Result<()> {
     if room.running() {
         return Ok(());
     }
@@ -250,7 +250,7 @@ async fn start(engine: &Engine, loaded: &Loaded, room: &mut Room) -> anyhow::Res
     let name = &room.name;
     match (&loaded.model.source, room.container.state.as_ref().and_then(|s| s.status)) {
         (crate::config::Source::Compose(compose), _) => {
-            super::compose::start(engine, loaded, compose, &room.container, name).await?
+            super::compose::start(engine, loaded, compose, &room.container, name, say).await?
         }
         // Settled before we get here; seen only if it changed since.
         (_, Some(ContainerStateStatusEnum::CREATED)) => bail!("{name} is being made by another `up`; run `up` again"),
@@ -300,7 +300,7 @@ async fn run_hooks(
     say: &Notices,
 ) -> anyhow::Result<Option<BTreeMap<String, String>>> {
     let container_env = super::container_env(&room.container);
-    let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &room.remote_user, &container_env);
+    let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &room.remote_user, &container_env, say);
     ctx.created_at = room.container.created.clone().unwrap_or_default();
     ctx.started_at = room.started_at();
     ctx.env.extend(crate::forward::room_env(&room.name));

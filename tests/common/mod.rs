@@ -250,6 +250,13 @@ pub fn wait_until<T>(within: std::time::Duration, mut look: impl FnMut() -> Opti
     }
 }
 
+/// [`wait_until`] for a condition: fails the test naming `what` past
+/// `guard`. For a state the test can only observe, not be told of (a file
+/// a hook writes in the room).
+pub fn wait_for(what: &str, guard: std::time::Duration, mut done: impl FnMut() -> bool) {
+    assert!(wait_until(guard, || done().then_some(())).is_some(), "{what}: not within {guard:?}");
+}
+
 /// `workroom ARGS` with no workspace flag (`list`, `stop NAME`).
 pub fn run_workroom(args: &[&str]) -> Output {
     let mut cmd = Command::new(workroom_bin());

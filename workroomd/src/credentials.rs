@@ -112,7 +112,7 @@ struct Registry {
 
 impl Credentials {
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+        workroomd::locks::lock(&self.registry)
     }
 
     /// The newest link offering `kind`.

@@ -158,6 +158,14 @@ pub async fn handle(
         remove_upload(binary);
         return handle.reply(reply(HandOffOutcome::Current, own)).await;
     }
+    // A hook job's output pipes would not cross the exec, and the new
+    // daemon would not know to record its end.
+    let hooks = state.hooks.running();
+    if !hooks.is_empty() {
+        remove_upload(binary);
+        let message = format!("{} runs in the room; hand off once it has ended", hooks.join(" and "));
+        return handle.reply(Response::error(message)).await;
+    }
     let table = snapshot(state, binary);
     if let Err(why) = check(binary, &table).await {
         remove_upload(binary);

@@ -14,6 +14,7 @@
 //!   rename), for the daemon's state and the host's.
 //! - [`files`]: a folder's files as `workroom sync` compares them, written
 //!   by the daemon's `files` job.
+//! - [`locks`]: one way to take a lock: poison is taken, not a panic.
 //! - [`paths`]: paths resolved by their text, for folders not there to ask.
 //! - [`pipe`]: a byte connection (a forwarded port, an ssh-agent socket)
 //!   spliced onto a stream, on either side.
@@ -36,6 +37,7 @@
 pub mod agents;
 pub mod atomic;
 pub mod files;
+pub mod locks;
 pub mod paths;
 pub mod pipe;
 pub mod proto;

@@ -8,6 +8,8 @@
 //! - `anchor`: PID 1 of the peer anchor; reaps zombies.
 //! - `own UID:GID MODE PATH`: a job for throwaway containers.
 //! - `update-uid USER UID GID`: give the remote user the host's ids.
+//! - `reference-marker claim|write|forget HOOK [TIME]`: the reference CLI's marker file of a hook,
+//!   run as the remote user by a hook job.
 //! - `git-credential get|store|erase`: git's credential helper, asking the host.
 //! - `files ROOT [--skip PATH]...` / `files ROOT --remove PATH...`: a folder's files for `workroom sync`.
 //! - `agents REGISTRY`: the live agent sessions of this room, as JSON (for `workroom agents`).
@@ -24,6 +26,7 @@ mod entrypoints;
 mod filelist;
 mod forward;
 mod handoff;
+mod hooks;
 mod jobs;
 mod locale;
 mod log;
@@ -71,6 +74,7 @@ fn main() {
         Some("check-handoff") => handoff::check_main(),
         Some("own") => jobs::own(&args[1..]),
         Some("update-uid") => jobs::update_uid(&args[1..]),
+        Some("reference-marker") => hooks::reference_marker_job(&args[1..]),
         Some("git-credential") => credentials::helper(&args[1..]),
         Some("agents") => sessions::run(&args[1..]),
         Some("files") => filelist::run(&args[1..]),

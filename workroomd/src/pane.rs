@@ -237,7 +237,7 @@ impl Pane {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("pane lock")
+        workroomd::locks::lock(&self.inner)
     }
 
     /// Runs the pane's reader until its program ended; returns how it

@@ -94,7 +94,7 @@ struct SavedMeta {
 
 impl Panes {
     pub fn get(&self, name: &str) -> Option<Arc<Pane>> {
-        self.live.lock().expect("panes lock").get(name).cloned()
+        workroomd::locks::lock(&self.live).get(name).cloned()
     }
 
     fn pane(&self, name: &str) -> Result<Arc<Pane>, PanesError> {
@@ -102,13 +102,13 @@ impl Panes {
     }
 
     pub fn all(&self) -> Vec<Arc<Pane>> {
-        self.live.lock().expect("panes lock").values().cloned().collect()
+        workroomd::locks::lock(&self.live).values().cloned().collect()
     }
 
     /// Puts a pane in the table (in place of any of its name) and watches
     /// it until its program ends; it stays in the table after that.
     pub fn insert(&self, pane: Arc<Pane>) {
-        self.live.lock().expect("panes lock").insert(pane.name.clone(), pane.clone());
+        workroomd::locks::lock(&self.live).insert(pane.name.clone(), pane.clone());
         if pane.exit_status().is_some() {
             return;
         }
@@ -121,7 +121,7 @@ impl Panes {
     /// Takes `pane` out of the table (if it is still the one of its name)
     /// and forgets its saved screen.
     fn remove(&self, pane: &Arc<Pane>) {
-        let mut live = self.live.lock().expect("panes lock");
+        let mut live = workroomd::locks::lock(&self.live);
         if live.get(&pane.name).is_some_and(|p| Arc::ptr_eq(p, pane)) {
             live.remove(&pane.name);
             forget_saved(&pane.name);
@@ -131,7 +131,7 @@ impl Panes {
     /// At a fresh start: panes saved by a previous boot ended with it.
     pub fn load_ended(&self, boot_id: &str, started_unix_ms: u64) {
         let Ok(entries) = std::fs::read_dir(dir()) else { return };
-        let mut ended = self.ended.lock().expect("panes lock");
+        let mut ended = workroomd::locks::lock(&self.ended);
         for entry in entries.flatten() {
             let path = entry.path();
             let (Some(name), Some("json")) =
@@ -245,7 +245,7 @@ fn open_pane(state: &State, request: PaneRequest) -> Result<Response, PanesError
     }
     let start = |source: PaneError| PanesError::Start { name: name.clone(), source };
     let user = spawn::resolve(request.user.as_deref().unwrap_or("root")).map_err(|e| start(e.into()))?;
-    let ended = panes.ended.lock().expect("panes lock").get(&name).cloned();
+    let ended = workroomd::locks::lock(&panes.ended).get(&name).cloned();
     let mut preamble = ended.as_ref().map(|e| replaced_preamble(&name, e)).unwrap_or_default();
     let mut env = request.env.clone();
     // The login shell runs the pane, or runs its command (`login_shell`):
@@ -297,7 +297,7 @@ fn open_pane(state: &State, request: PaneRequest) -> Result<Response, PanesError
     let info = pane.info();
     // In place of an exited pane of this name, if there was one.
     panes.insert(pane);
-    panes.ended.lock().expect("panes lock").remove(&name);
+    workroomd::locks::lock(&panes.ended).remove(&name);
     Ok(Response::PaneOpened { pane: info, created: true, ended, replaced })
 }
 
@@ -313,7 +313,7 @@ pub async fn attach(
     history: bool,
 ) -> Result<(), StreamError> {
     let Some(pane) = state.panes.get(name) else {
-        let ended = state.panes.ended.lock().expect("panes lock").get(name).cloned();
+        let ended = workroomd::locks::lock(&state.panes.ended).get(name).cloned();
         if let Some(ended) = ended {
             handle.reply(Response::PaneEnded(ended)).await?;
             return handle.send_eof().await;

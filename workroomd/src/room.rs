@@ -21,3 +21,10 @@ pub const CREDENTIAL_HELPER: &str = "/.workroom/bin/workroomd git-credential";
 /// `serve`'s flag naming a worktree room's common git folder in the room;
 /// the daemon keeps the other worktrees registered (`worktrees.rs`).
 pub const GIT_COMMON_ARG: &str = "--git-common";
+
+/// postStartCommand's marker: the boot id of the start it last ran for.
+pub const POST_START_MARKER: &str = "post-start";
+/// The marker holding the digest of the start plan the daemon keeps.
+pub const START_PLAN_MARKER: &str = "start-plan";
+/// What a once-per-container hook's marker says once it ran.
+pub const MARKER_DONE: &str = "done";

@@ -141,6 +141,9 @@ async fn serve(options: Options) -> i32 {
         Some(inherited) => crate::handoff::restore(inherited, &state),
         None => {
             state.panes.load_ended(&state.boot_id, state.started_at_unix_ms);
+            // A start: postStart from the room's start plan, whoever
+            // started it (`up`, `docker restart`, the restart policy).
+            crate::hooks::at_start(&state);
             None
         }
     };
@@ -228,9 +231,9 @@ async fn connection(state: Arc<State>, stream: tokio::net::UnixStream) {
 }
 
 async fn serve_link(state: Arc<State>, link: Link) {
-    // Commands a host started end when that host goes away: a hook of an
-    // `up` that was killed has nobody to report to, and the next `up` runs
-    // it again (its claim is abandoned), so a survivor would run beside it.
+    // Commands a host started end when that host goes away: nobody is left
+    // to read them. Hooks are not such commands: they are the daemon's own
+    // jobs (`hooks`), which run to their end.
     let (gone, host_gone) = tokio::sync::watch::channel(false);
     let conn = state.next_conn();
     while let Some((request, handle)) = link.accept().await {
@@ -267,6 +270,14 @@ async fn handle_request(
             let reply = match state.set_marker(&key, value, expected.map(|e| e.current)) {
                 Ok((applied, current)) => Response::MarkerSet { applied, current },
                 Err(e) => Response::error(format!("cannot save marker {key}: {e}")),
+            };
+            handle.reply(reply).await
+        }
+        Request::RunHook(run) => crate::hooks::handle(&state, &handle, run).await,
+        Request::SetStartPlan(plan) => {
+            let reply = match crate::hooks::set_plan(&state, &plan) {
+                Ok(()) => Response::Done,
+                Err(e) => Response::error(format!("cannot keep the start plan: {e}")),
             };
             handle.reply(reply).await
         }

@@ -5,7 +5,8 @@
 //!
 //! Markers persist in the container's filesystem, so a
 //! container restart (new daemon process) still knows which once-only hooks
-//! ran; they are replaced whole (`workroomd::atomic`).
+//! ran; they are replaced whole (`workroomd::atomic`). Hooks the daemon
+//! runs itself claim and record their markers here too (`hooks`).
 
 use crate::panes::Panes;
 use std::collections::BTreeMap;
@@ -31,11 +32,14 @@ pub struct State {
     pub namespace: crate::admit::Namespace,
     /// What host links offer of their credentials, and the sockets serving them.
     pub credentials: crate::credentials::Credentials,
+    /// Lifecycle hooks running as the daemon's jobs, and the start plan.
+    pub hooks: crate::hooks::Hooks,
 }
 
 impl State {
     pub fn load(boot_id: String, state_dir: PathBuf) -> State {
         let markers_file = state_dir.join("markers.json");
+        let hooks = crate::hooks::Hooks::new(&state_dir);
         let markers =
             std::fs::read(&markers_file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
         let started_at_unix_ms = std::time::SystemTime::now()
@@ -54,6 +58,7 @@ impl State {
             markers_file,
             namespace: crate::admit::Namespace::own(),
             credentials: Default::default(),
+            hooks,
         }
     }
 

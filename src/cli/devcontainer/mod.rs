@@ -36,8 +36,9 @@ pub fn is_face(argv0: &std::ffi::OsStr) -> bool {
 const EXIT_FAILED: i32 = 1;
 
 /// Runs a reference command line (the words after `devcontainer`); the
-/// result is the process's exit status.
-pub fn main(words: Vec<String>) -> i32 {
+/// result is the process's exit status. `linked`: run as `devcontainer`,
+/// not as `workroom devcontainer` (whose main set up the logs already).
+pub fn main(words: Vec<String>, linked: bool) -> i32 {
     let format = Format::asked(&words);
     // Every line on stderr goes through the log from here on, the room
     // code's and the hooks' output included, so `--log-format json` holds
@@ -54,6 +55,14 @@ pub fn main(words: Vec<String>) -> i32 {
         },
         Format::Json | Format::Text => None,
     };
+    if linked {
+        // What `workroom`'s own main sets up, said through the face's log.
+        let log = Log(format);
+        if let Some(line) = crate::logs::init() {
+            log.warn(&line);
+        }
+        crate::engine::on_silence(move |line| log.info(&format!("workroom: {line}")));
+    }
     let code = dispatch(&words, Log(format));
     if let Some(relay) = relay {
         relay.finish();

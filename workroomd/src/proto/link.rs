@@ -320,9 +320,7 @@ struct Streams {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; ignore poison rather than
-    // turn one bug into a cascade.
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+    crate::locks::lock(mutex)
 }
 
 impl Shared {

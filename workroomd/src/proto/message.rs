@@ -70,7 +70,18 @@ pub struct Hello {
     /// sides then keep [`FIXED_WINDOW`](super::FIXED_WINDOW).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
+    /// A daemon's: it runs lifecycle hooks as jobs of its own
+    /// ([`Request::RunHook`], [`Request::SetStartPlan`]), in this version
+    /// of them ([`HOOK_JOBS`]). Absent from daemons before (and from hosts):
+    /// a host then claims markers and runs each command itself, as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<u32>,
 }
+
+/// The version of hook jobs a daemon names in its hello ([`Hello::hooks`]).
+/// A change an older host could misread takes a new number, which such a
+/// host does not take for its own.
+pub const HOOK_JOBS: u32 = 1;
 
 impl Hello {
     /// This library's protocol and version in the given role.
@@ -80,7 +91,14 @@ impl Hello {
             version: VERSION.to_owned(),
             role,
             window: Some(u32::try_from(INITIAL_WINDOW).expect("the window fits a u32")),
+            hooks: (role == Role::Daemon).then_some(HOOK_JOBS),
         }
+    }
+
+    /// Whether the peer is a daemon that runs hooks as its own jobs, in the
+    /// version this library speaks.
+    pub fn runs_hook_jobs(&self) -> bool {
+        self.role == Role::Daemon && self.hooks == Some(HOOK_JOBS)
     }
 
     /// "workroomd 0.1.0 speaks protocol 1", for messages naming both sides.
@@ -202,6 +220,23 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expected: Option<Expected>,
     },
+    /// Runs a lifecycle hook as the daemon's own job, once (daemons whose
+    /// hello names [`Hello::hooks`]). In one step, with nothing in between
+    /// that a host's death could cut, the daemon looks at the marker `key`
+    /// and claims it and starts the hook, or finds it done, or finds its
+    /// own job of it running: [`Response::Hook`]. A job runs to its end
+    /// whoever watches; its output is kept (bounded) for whoever follows.
+    ///
+    /// After `started` or `following`: the hook's output so far and then
+    /// live as `Data` (lines labelled `[postCreateCommand] ...`), on
+    /// failure one `Stderr` frame with the one-line reason, `Exit`, `Eof`.
+    /// After `done` or `busy`: `Eof`. The host sends `Eof` at once.
+    RunHook(HookRun),
+    /// Hands the daemon the room's start plan, which it keeps in the room
+    /// and runs itself at each later start of the container, as
+    /// postStartCommand (under the marker `post-start`, with that start's
+    /// boot id): [`Response::Done`].
+    SetStartPlan(StartPlan),
     /// Host to daemon, streaming: dial TCP `host:port` from inside the room
     /// (`127.0.0.1` for a plain forwarded port). [`Response::Ready`] once
     /// connected, or `Error` ("connection refused on <host>:<port> in the
@@ -300,6 +335,7 @@ impl Request {
     pub fn is_streaming(&self) -> bool {
         match self {
             Request::Run(_)
+            | Request::RunHook(_)
             | Request::Echo
             | Request::Connect { .. }
             | Request::SshAgent
@@ -309,6 +345,7 @@ impl Request {
             | Request::Users
             | Request::GetMarkers
             | Request::SetMarker { .. }
+            | Request::SetStartPlan(_)
             | Request::OfferCredentials { .. }
             | Request::GitCredential { .. }
             | Request::OpenPane(_)
@@ -350,6 +387,88 @@ pub struct RunRequest {
     /// `login_env`, which reads like a variable set.
     #[serde(default)]
     pub login_shell: bool,
+}
+
+/// One command of a hook, as the daemon runs it: `argv` (a string command
+/// is `/bin/sh -c ...`), its output labelled `[label]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookStep {
+    /// `postCreateCommand`, `postCreateCommand:build` (a parallel object's
+    /// entry), `... from feature X` (another origin than devcontainer.json).
+    pub label: String,
+    pub argv: Vec<String>,
+}
+
+/// Who runs a hook's commands, and where; as a [`RunRequest`]'s.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookCommands {
+    /// Run one after the other, the first failure ending the hook; the
+    /// steps of one entry at once (a parallel object), waited for together.
+    pub commands: Vec<Vec<HookStep>>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// A hook for the daemon to run once (see [`Request::RunHook`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookRun {
+    /// The marker that records it, named after the hook's property
+    /// (`postCreateCommand`), or `post-start`.
+    pub key: String,
+    /// The marker's value once it ran: `done`, or for postStart the boot id
+    /// of the start it ran for. Any other value (absent, an earlier boot,
+    /// the daemon's own claim of an earlier start, cut off when the room
+    /// stopped) makes it due; a host's claim (`running:HOST:PID:NONCE`, an
+    /// `up` of a workroom before hook jobs) is answered `busy`.
+    pub done: String,
+    /// The hook's property (`postCreateCommand`): names its reference-CLI
+    /// marker file and the lines about it.
+    pub hook: String,
+    pub run: HookCommands,
+    /// The container time the reference CLI (devcontainers/cli) records in
+    /// its marker file for this hook, `~/.devcontainer/.<hook>Marker` of the
+    /// user: `Created` for the create hooks, `State.StartedAt` for
+    /// postStart. When set, a file holding it means the reference ran the
+    /// hook (it is recorded done, not run), and otherwise the daemon writes
+    /// it before the hook starts and removes it if the hook fails.
+    #[serde(default)]
+    pub reference_time: Option<String>,
+}
+
+/// What the daemon runs at each start of its container as postStartCommand
+/// (see [`Request::SetStartPlan`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartPlan {
+    pub run: HookCommands,
+    /// Markers that must say `done` before it runs at a start: the create
+    /// hooks' (a room whose postCreateCommand has not run yet gets its
+    /// postStart from the `up` that runs them, after them).
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// The host's digest of the plan; the daemon keeps it as the marker
+    /// `start-plan`, so an `up` sees in the markers it reads anyway whether
+    /// the daemon holds this plan already.
+    pub digest: String,
+}
+
+/// How a [`Request::RunHook`] found its hook (the payload of [`Response::Hook`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum HookState {
+    /// This request claimed it and started it; its output follows.
+    Started,
+    /// A job of the daemon runs it already (started by another request, or
+    /// at the container's start); its output follows, from the oldest kept.
+    Following,
+    /// Its marker says it ran.
+    Done,
+    /// A host's claim holds it (`current`): a workroom before hook jobs
+    /// runs it, or its `up` died; the host decides, as it always did.
+    Busy { current: String },
 }
 
 /// A pane to open (see [`Request::OpenPane`]).
@@ -493,6 +612,8 @@ pub enum Response {
         /// The marker's value after the request.
         current: Option<String>,
     },
+    /// [`Request::RunHook`]: how the hook was found.
+    Hook(HookState),
     /// The answer to [`Request::GitCredential`]: `git credential`'s stdout.
     Credential {
         output: String,
@@ -618,7 +739,7 @@ mod tests {
 
     #[test]
     fn hello_has_the_documented_shape() {
-        let hello = Hello { protocol: 1, version: "0.1.0".into(), role: Role::Daemon, window: None };
+        let hello = Hello { protocol: 1, version: "0.1.0".into(), role: Role::Daemon, window: None, hooks: None };
         assert_eq!(wire(&hello), json!({"protocol": 1, "version": "0.1.0", "role": "daemon"}));
         assert_eq!(hello.describe(), "workroomd 0.1.0 speaks protocol 1");
         let growing = Hello { window: Some(262_144), ..hello };
@@ -629,6 +750,52 @@ mod tests {
     fn a_hello_of_before_without_a_window_still_reads() {
         let old: Hello = serde_json::from_value(json!({"protocol": 1, "version": "0.1.0", "role": "host"})).unwrap();
         assert_eq!(old.window, None);
+    }
+
+    #[test]
+    fn only_a_daemons_hello_names_hook_jobs_and_one_of_before_runs_none() {
+        assert_eq!(wire(&Hello::new(Role::Daemon))["hooks"], json!(HOOK_JOBS));
+        assert_eq!(wire(&Hello::new(Role::Host)).get("hooks"), None);
+        assert!(Hello::new(Role::Daemon).runs_hook_jobs());
+        let before: Hello =
+            serde_json::from_value(json!({"protocol": 1, "version": "0.1.0", "role": "daemon", "window": 1})).unwrap();
+        assert!(!before.runs_hook_jobs(), "a daemon of before: the host claims and runs hooks itself");
+        let later = Hello { hooks: Some(HOOK_JOBS + 1), ..Hello::new(Role::Daemon) };
+        assert!(!later.runs_hook_jobs(), "a version this host does not know is not taken for its own");
+    }
+
+    #[test]
+    fn a_hook_run_and_a_start_plan_have_the_documented_shape() {
+        let run = Request::RunHook(HookRun {
+            key: "postCreateCommand".into(),
+            done: "done".into(),
+            hook: "postCreateCommand".into(),
+            run: HookCommands {
+                commands: vec![vec![HookStep { label: "postCreateCommand".into(), argv: vec!["true".into()] }]],
+                user: Some("dev".into()),
+                env: BTreeMap::new(),
+                cwd: Some("/w".into()),
+            },
+            reference_time: Some("2026-12-01T10:00:00Z".into()),
+        });
+        assert_eq!(
+            wire(&run),
+            json!({"op": "run_hook", "key": "postCreateCommand", "done": "done", "hook": "postCreateCommand",
+                   "run": {"commands": [[{"label": "postCreateCommand", "argv": ["true"]}]],
+                           "user": "dev", "env": {}, "cwd": "/w"},
+                   "reference_time": "2026-12-01T10:00:00Z"})
+        );
+        assert!(run.is_streaming());
+        round_trip(&run);
+        let plan = Request::SetStartPlan(StartPlan {
+            after: vec!["onCreateCommand".into()],
+            digest: "ab".into(),
+            ..Default::default()
+        });
+        assert!(!plan.is_streaming());
+        round_trip(&plan);
+        assert_eq!(wire(&Response::Hook(HookState::Started)), json!({"reply": "hook", "state": "started"}));
+        round_trip(&Response::Hook(HookState::Busy { current: "running:h:1:2".into() }));
     }
 
     #[test]

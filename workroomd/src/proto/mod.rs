@@ -27,7 +27,10 @@
 //! daemon answers with a `Refuse` frame and closes; both sides fail with
 //! [`LinkError::ProtocolMismatch`] naming both programs, versions and
 //! protocols ("protocol mismatch: workroomd 0.1.0 speaks protocol 1; workroom
-//! 0.2.0 speaks protocol 2"). Bytes other than the magic fail with
+//! 0.2.0 speaks protocol 2"). What a side can do beyond that protocol is
+//! named in optional fields of its hello ([`Hello::window`],
+//! [`Hello::hooks`]), so a peer of before reads it and is still reached.
+//! Bytes other than the magic fail with
 //! [`LinkError::NotWorkroom`], which shows them.
 //!
 //! Then either side opens streams: an `Open` frame carrying a [`Request`] on a
@@ -137,8 +140,9 @@ pub use frame::{Decoder, Frame, FrameError, Kind, HEADER_LEN, MAGIC, MAX_FRAME, 
 pub use handshake::LinkError;
 pub use link::Link;
 pub use message::{
-    CaptureRequest, DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, PaneInfo, PaneRequest,
-    ProgramStatus, Reason, Request, Response, Role, RunRequest, MAX_CREDENTIAL_INPUT,
+    CaptureRequest, DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, HookCommands, HookRun,
+    HookState, HookStep, PaneInfo, PaneRequest, ProgramStatus, Reason, Request, Response, Role, RunRequest, StartPlan,
+    HOOK_JOBS, MAX_CREDENTIAL_INPUT,
 };
 pub use splice::{Sent, SpliceOut};
 pub use stream::{Event, StreamError, StreamHandle, Violation};

@@ -651,9 +651,7 @@ impl Stream {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // No code panics while holding this lock; if one did, the state is
-        // still consistent enough to end the stream, so poison is ignored.
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     fn wake_all(&self) {
