@@ -461,6 +461,35 @@ fn the_reference_and_workroom_make_the_same_service_container() {
     assert_eq!(their_folder, "/workspace");
 }
 
+/// The devcontainer face (issue 29): `devcontainer up` of a compose room
+/// adds `composeProjectName` to its result, as the reference's does.
+#[test]
+fn the_devcontainer_face_up_of_a_compose_room_prints_the_compose_project_name_as_the_reference_does() {
+    let ws = ComposeWs::new(config(json!({ "postCreateCommand": "echo made >> /workspace/hooks.log" })), APP);
+    let (_unpacked, js) = reference_cli();
+    let (out, theirs) = node(&js, &["up", "--workspace-folder", &ws.folder()]);
+    assert_eq!(out.status.code(), Some(0), "reference up: {}\n{}", stdout(&out), stderr(&out));
+    let filter = format!("label=com.docker.compose.project={}", ws.project());
+    for id in docker_ok(&["ps", "-aq", "--filter", &filter]).split_whitespace() {
+        remove_container(id);
+    }
+    let mut face = Command::new(workroom_bin());
+    face.args(["devcontainer", "up", "--workspace-folder", &ws.folder()]);
+    let out = output_within(face, None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ours: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&ours), keys(&theirs), "{ours} vs {theirs}");
+    assert_eq!(ours["composeProjectName"], theirs["composeProjectName"]);
+    assert_eq!(ours["composeProjectName"], json!(ws.project()));
+    assert_eq!(
+        (&ours["remoteUser"], &ours["remoteWorkspaceFolder"]),
+        (&theirs["remoteUser"], &theirs["remoteWorkspaceFolder"])
+    );
+    // Each ran postCreateCommand in its own new container.
+    assert_eq!(std::fs::read_to_string(ws.path().join("hooks.log")).unwrap(), "made\nmade\n");
+}
+
 #[test]
 fn a_local_feature_extends_the_service_image_and_the_override_names_the_derived_image() {
     let feature_json = r#"{ "id": "hello", "version": "1.0.0", "name": "Hello",

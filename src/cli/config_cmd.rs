@@ -14,6 +14,31 @@ use bollard::models::ContainerInspectResponse;
 use serde_json::Value;
 
 pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow::Result<i32> {
+    let read = read(args, as_json && include_merged, &|w| eprintln!("warning: {w}"))?;
+    if as_json {
+        output::print_json(&read.json)?;
+    } else {
+        output::print(&summary(&read.loaded, read.workspace_line.as_deref()))?;
+    }
+    for warning in read.loaded.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    Ok(0)
+}
+
+/// The configuration as read, for `workroom config` and the devcontainer
+/// face's `read-configuration` alike.
+pub(super) struct Read {
+    pub loaded: Loaded,
+    /// The reference's `read-configuration` shape (with `mergedConfiguration`
+    /// when asked), and workroom's own under `workroom`.
+    pub json: Value,
+    workspace_line: Option<String>,
+}
+
+/// Reads the workspace's configuration; `warn` hears what merging the
+/// image's metadata says.
+pub(super) fn read(args: &WorkspaceArgs, include_merged: bool, warn: &dyn Fn(&str)) -> anyhow::Result<Read> {
     // As the reference's read-configuration: `${devcontainerId}` and
     // `${containerEnv:...}` are substituted only when the room exists.
     // A file `up` cannot make a room from (no image, a compose file that
@@ -47,38 +72,30 @@ pub fn run(args: &WorkspaceArgs, as_json: bool, include_merged: bool) -> anyhow:
         loaded = config::load(&request)?;
     }
     let workspace = resolved.as_ref().map(|r| workspace_view(r, room.as_ref()));
-    if as_json {
-        let mut out = loaded.reference_json();
-        // Beside the reference's keys, under a key of workroom's own.
-        if let Some(workspace) = &workspace {
-            out["workroom"] = serde_json::json!({ "workspace": workspace.json });
-        }
-        // A worktree's or submodule's git folder, as `up` mounts it.
-        if let Ok(Some(git)) = crate::plan::git::for_workspace(&loaded) {
-            out["workroom"]["git"] = serde_json::to_value(&git.summary)?;
-        }
-        if include_merged {
-            let metadata = match &room {
-                Some(c) => crate::room::metadata_of(&loaded, c),
-                None => {
-                    let engine = engine.context("--include-merged-configuration reads the image's metadata")?;
-                    runtime.block_on(image_metadata(&engine, &loaded))?
-                }
-            };
-            for w in &metadata.warnings {
-                eprintln!("warning: {w}");
+    let mut out = loaded.reference_json();
+    // Beside the reference's keys, under a key of workroom's own.
+    if let Some(workspace) = &workspace {
+        out["workroom"] = serde_json::json!({ "workspace": workspace.json });
+    }
+    // A worktree's or submodule's git folder, as `up` mounts it.
+    if let Ok(Some(git)) = crate::plan::git::for_workspace(&loaded) {
+        out["workroom"]["git"] = serde_json::to_value(&git.summary)?;
+    }
+    if include_merged {
+        let metadata = match &room {
+            Some(c) => crate::room::metadata_of(&loaded, c),
+            None => {
+                let engine = engine.context("--include-merged-configuration reads the image's metadata")?;
+                runtime.block_on(image_metadata(&engine, &loaded))?
             }
-            let configuration = out["configuration"].as_object().cloned().unwrap_or_default();
-            out["mergedConfiguration"] = Value::Object(metadata.configuration(&configuration));
+        };
+        for w in &metadata.warnings {
+            warn(w);
         }
-        output::print_json(&out)?;
-    } else {
-        output::print(&summary(&loaded, workspace.as_ref().map(|w| w.line.as_str())))?;
+        let configuration = out["configuration"].as_object().cloned().unwrap_or_default();
+        out["mergedConfiguration"] = Value::Object(metadata.configuration(&configuration));
     }
-    for warning in loaded.warnings() {
-        eprintln!("warning: {warning}");
-    }
-    Ok(0)
+    Ok(Read { loaded, json: out, workspace_line: workspace.map(|w| w.line) })
 }
 
 /// Where the room's workspace comes from (ADR 0012), as JSON and as a line.

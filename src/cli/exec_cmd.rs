@@ -36,8 +36,15 @@ const DEATH_NEWS_GRACE: Duration = Duration::from_secs(2);
 /// Bytes copied from the exec's output per read.
 const OUTPUT_CHUNK: usize = 64 * 1024;
 
-pub async fn run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
-    match prepare_and_run(args, tty, argv).await {
+/// `remote_env` goes over the room's `remoteEnv` (the devcontainer face's
+/// `exec --remote-env NAME=VALUE`).
+pub async fn run(
+    args: &RoomArgs,
+    tty: bool,
+    argv: Vec<String>,
+    remote_env: &[(String, String)],
+) -> anyhow::Result<i32> {
+    match prepare_and_run(args, tty, argv, remote_env).await {
         Ok(code) => Ok(code),
         Err(e) => {
             let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
@@ -47,7 +54,12 @@ pub async fn run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyhow::Resul
     }
 }
 
-async fn prepare_and_run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyhow::Result<i32> {
+async fn prepare_and_run(
+    args: &RoomArgs,
+    tty: bool,
+    argv: Vec<String>,
+    remote_env: &[(String, String)],
+) -> anyhow::Result<i32> {
     let stdin = StdinKind::of_stdin();
     if tty && stdin == StdinKind::Data {
         // The engine ends a terminal's output when its input ends, so a
@@ -66,6 +78,7 @@ async fn prepare_and_run(args: &RoomArgs, tty: bool, argv: Vec<String>) -> anyho
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
     ctx.env.extend(crate::forward::room_env(&room.name));
+    ctx.env.extend(remote_env.iter().cloned());
     if tty {
         // One TERM for panes and `exec -t`: this terminal's (docker would say `xterm`).
         ctx.env = super::shell_cmd::terminal_env(std::mem::take(&mut ctx.env), |n| std::env::var(n).ok());

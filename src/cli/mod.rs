@@ -4,6 +4,7 @@
 
 mod agents_cmd;
 mod config_cmd;
+pub mod devcontainer;
 mod exec_cmd;
 mod forward_cmd;
 mod pane_cmd;
@@ -378,6 +379,14 @@ pub enum Cmd {
         #[command(subcommand)]
         direction: SyncDirection,
     },
+    /// The reference devcontainer CLI's command lines (`up`, `exec`,
+    /// `read-configuration`), as when this binary runs as `devcontainer`
+    /// through a link; see docs/guide.md.
+    #[command(disable_help_flag = true)]
+    Devcontainer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<String>,
+    },
     /// The daemon's and the supervised program's output.
     Logs {
         name: Option<String>,
@@ -412,6 +421,12 @@ pub enum SyncDirection {
 /// exit 2. A closed stdout is a quiet success (`workroom list | head`).
 pub fn main() -> std::process::ExitCode {
     use clap::Parser as _;
+    let mut words = std::env::args_os();
+    if words.next().is_some_and(|argv0| devcontainer::is_face(&argv0)) {
+        // Run through a link named `devcontainer`: the reference CLI's command lines.
+        let words = words.map(|w| w.to_string_lossy().into_owned()).collect();
+        return std::process::ExitCode::from(devcontainer::main(words, true).clamp(0, 255) as u8);
+    }
     let args = Args::parse();
     if let Some(line) = crate::logs::init() {
         eprintln!("warning: {line}");
@@ -434,12 +449,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // A runtime of its own, only if the engine is asked.
         return config_cmd::run(workspace, *json, *include_merged_configuration);
     }
+    if let Cmd::Devcontainer { args } = args.command {
+        // Its own runtime, as its read-configuration needs none.
+        return Ok(devcontainer::main(args, false));
+    }
     // One thread: a CLI waits on one thing at a time, and a multi-thread
     // runtime costs start-up time `up` on a running room cannot spare.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         match args.command {
-            Cmd::Config { .. } => unreachable!("handled above"),
+            Cmd::Config { .. } | Cmd::Devcontainer { .. } => unreachable!("handled above"),
             Cmd::Up {
                 workspace,
                 json,
@@ -462,7 +481,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 let settings = crate::settings::Flags { workspace: workspace_mode, ..peer.flags() };
                 up_cmd::run(&workspace, worktree, flags, settings, json).await
             }
-            Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command).await,
+            Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command, &[]).await,
             Cmd::Shell { room, pane, detach_keys, detach: false, .. } => {
                 shell_cmd::shell(&room, &pane, detach_keys.as_deref()).await
             }
