@@ -48,7 +48,7 @@ impl DockerEngine {
             }
             false => (Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?, None),
         };
-        let docker = docker.with_timeout(timeout);
+        let docker = docker.with_timeout(timeout).with_request_modifier(super::objects::split_import_changes);
         let docker = match logged("negotiate_version", &host, docker.negotiate_version()).await {
             Ok(d) => d,
             Err(BollardError::RequestTimeoutError) => {
