@@ -528,6 +528,7 @@ fn the_reference_cli_and_workroom_install_the_same_features_from_the_same_config
 
     // Else it builds one more image to move dev's uid (we are root, so it
     // would change nothing) and leaves it behind.
+    let _their_stages = ReferenceStages::before_its_build();
     let out = reference(&["up", "--update-remote-user-uid-default", "never"]);
     let their_container = theirs.containers();
     let their_image = their_container
@@ -697,6 +698,38 @@ impl Drop for ImageGuard {
         }
         let _ = docker(&["rmi", &self.0]);
     }
+}
+
+/// The untagged images the reference's classic build of its features
+/// leaves: its Dockerfile has stages before the last (one FROM its
+/// temporary image, one FROM the base that copies and chmods the features),
+/// and the classic builder keeps the top of each such stage untagged, with
+/// the labels of the fixture it was built on (and the temporary image
+/// under the first). Those that appeared during the test and were made by
+/// its steps are removed on drop, taking their untagged parents with them.
+struct ReferenceStages {
+    before: Vec<String>,
+}
+
+impl ReferenceStages {
+    fn before_its_build() -> ReferenceStages {
+        ReferenceStages { before: dangling_images() }
+    }
+}
+
+impl Drop for ReferenceStages {
+    fn drop(&mut self) {
+        for id in dangling_images().into_iter().filter(|id| !self.before.contains(id)) {
+            let history = stdout(&docker(&["history", "--no-trunc", "--format", "{{.CreatedBy}}", &id]));
+            if history.contains("/tmp/build-features") {
+                let _ = docker(&["rmi", &id]);
+            }
+        }
+    }
+}
+
+fn dangling_images() -> Vec<String> {
+    docker_ok(&["images", "-q", "--no-trunc", "--filter", "dangling=true"]).lines().map(str::to_string).collect()
 }
 
 #[test]

@@ -90,12 +90,24 @@ fn a_uid_with_no_passwd_entry_as_remote_user_says_why_it_cannot_take_the_host_ui
     assert!(said.contains(&format!("host user's uid {HOST_UID}")) && said.contains("useradd -u 1001"), "{said}");
 }
 
-/// Removes the image a Dockerfile config built, when the test ends.
-struct BuiltImage(String);
+/// Removes the image a Dockerfile config built, when the test ends: its
+/// room first, which still uses it (removed while in use, the image was
+/// only untagged and stayed behind, labelled `workroom.build`).
+struct BuiltImage {
+    room: String,
+    tag: String,
+}
+
+impl BuiltImage {
+    fn of(ws: &Workspace) -> BuiltImage {
+        BuiltImage { room: ws.room_name(), tag: ws.build_tag() }
+    }
+}
 
 impl Drop for BuiltImage {
     fn drop(&mut self) {
-        let _ = docker(&["rmi", "-f", &self.0]);
+        remove_container(&self.room);
+        let _ = docker(&["rmi", "-f", &self.tag]);
     }
 }
 
@@ -105,7 +117,7 @@ fn an_image_built_with_user_1001_and_no_passwd_entry_says_why_no_uid_is_remapped
         serde_json::json!({ "build": { "dockerfile": "Dockerfile" } }),
         &[("Dockerfile", &format!("FROM {DEBIAN}\nUSER 1001\n"))],
     );
-    let _image = BuiltImage(ws.build_tag());
+    let _image = BuiltImage::of(&ws);
     // The host user's own workspace, as on a laptop.
     std::os::unix::fs::chown(ws.path(), Some(HOST_UID), Some(HOST_GID)).unwrap();
     let out = workroom_as_host_user(&ws, &["up"]);

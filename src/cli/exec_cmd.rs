@@ -74,7 +74,13 @@ async fn prepare_and_run(
     let said = super::on_stderr();
     let mut ctx = HookContext::new(&resolved.loaded, &metadata.merged, &user, &container_env, &said);
     // The user environment `up` probed for this start, under remoteEnv.
-    if let Some(probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
+    if let Some(mut probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
+        if tty {
+            // The probe ran without a terminal: a TERM it found is the
+            // room's own (Podman puts TERM=xterm in every container's env),
+            // not this terminal's, which a pane gets and so does `exec -t`.
+            probed.remove("TERM");
+        }
         ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
     }
     ctx.env.extend(crate::forward::room_env(&room.name));
@@ -176,25 +182,21 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
     });
     // The engine's own complaint when it cannot start the program comes
     // before any byte of the command's, on stdout (Docker 20.10) or stderr
-    // (newer engines): it is held back, and if the exit status confirms it,
-    // replaced by our one line; otherwise it was the command's after all.
+    // (newer engines, Podman): it is held back, and if the exit status
+    // confirms it, replaced by our one line; otherwise it was the command's
+    // after all.
     let stderr_task = tokio::spawn(async move {
-        let mut held = Vec::new();
-        let mut first = true;
+        let mut hold = Hold::default();
         while let Some(chunk) = stderr_rx.recv().await {
-            if std::mem::take(&mut first) && chunk.starts_with(ENGINE_EXEC_FAILED.as_bytes()) {
-                held.extend_from_slice(&chunk);
-                continue;
-            }
-            let _ = std::io::stderr().write_all(&std::mem::take(&mut held));
-            let _ = std::io::stderr().write_all(&chunk);
+            let (earlier, now) = hold.feed(&chunk);
+            let _ = std::io::stderr().write_all(&earlier);
+            let _ = std::io::stderr().write_all(now);
         }
-        held
+        hold.into_held()
     });
     let mut out = tokio::io::stdout();
     let mut buf = vec![0u8; OUTPUT_CHUNK];
-    let mut held = Vec::new();
-    let mut first = true;
+    let mut hold = Hold::default();
     let mut room_died = false;
     let drain_deadline = tokio::time::sleep(Duration::MAX);
     tokio::pin!(drain_deadline);
@@ -215,18 +217,19 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
         if n == 0 {
             break Ok(());
         }
-        if std::mem::take(&mut first) && buf[..n].starts_with(ENGINE_EXEC_FAILED.as_bytes()) {
-            held.extend_from_slice(&buf[..n]);
+        let (earlier, now) = hold.feed(&buf[..n]);
+        if now.is_empty() {
             continue;
         }
-        if !held.is_empty() && out.write_all(&std::mem::take(&mut held)).await.is_err() {
+        if !earlier.is_empty() && out.write_all(&earlier).await.is_err() {
             break Ok(());
         }
-        if out.write_all(&buf[..n]).await.is_err() {
+        if out.write_all(now).await.is_err() {
             break Ok(());
         }
         let _ = out.flush().await;
     };
+    let held = hold.into_held();
     if let Some(pump) = pump {
         pump.stop().await;
     }
@@ -246,7 +249,13 @@ async fn run_exec(engine: &Engine, room: &Room, spec: &ExecSpec) -> anyhow::Resu
         eprintln!("{}", room_ended_line(engine, room, program).await);
         return Ok(EXIT_WORKROOM_FAILED);
     }
-    let code = engine.exec_exit_code(&stream.id).await?;
+    let code = match engine.exec_exit_code(&stream.id).await {
+        Ok(code) => code,
+        // Podman forgets a room's execs when the room stops or restarts
+        // (Docker keeps them): no record is as good as killed.
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e.into()),
+    };
     // Killed (as every process of a dying room is), or not ended at all as
     // far as the engine knows: the room's death is the likely cause, and its
     // news may still be on its way.
@@ -316,8 +325,52 @@ async fn room_stopped(
     tokio::time::timeout(DEATH_NEWS_GRACE, died).await.is_ok()
 }
 
-/// How the engine's message begins when it could not start the program.
+/// How Docker's message begins when it could not start the program.
 const ENGINE_EXEC_FAILED: &str = "OCI runtime exec failed";
+
+/// Whether an exec's first output is an engine's complaint that it could
+/// not start the program: Docker's, or Podman's, which names its runtime
+/// (`Error: runc: exec failed: unable to start container process: …`).
+fn engine_complaint_begins(first: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&first[..first.len().min(HOLD_CAP)]);
+    text.starts_with(ENGINE_EXEC_FAILED) || (text.starts_with("Error: ") && text.contains("exec failed"))
+}
+
+/// The most output held back as an engine's complaint: it is a line or
+/// two (Podman's two are some 300 bytes); more is the command's own.
+const HOLD_CAP: usize = 4096;
+
+/// One output stream of an exec, with an engine's complaint held back.
+/// Docker writes its complaint in one piece; Podman in two (its runtime's
+/// line, then one about its attach socket breaking), so once the first
+/// piece is held, what follows is held with it, up to [`HOLD_CAP`].
+#[derive(Debug, Default)]
+struct Hold {
+    started: bool,
+    holding: bool,
+    held: Vec<u8>,
+}
+
+impl Hold {
+    /// The next piece of output: what to write now, earlier bytes first
+    /// (both empty while it is held).
+    fn feed<'a>(&mut self, chunk: &'a [u8]) -> (Vec<u8>, &'a [u8]) {
+        if !std::mem::replace(&mut self.started, true) && engine_complaint_begins(chunk) {
+            self.holding = true;
+        }
+        if self.holding && self.held.len() + chunk.len() <= HOLD_CAP {
+            self.held.extend_from_slice(chunk);
+            return (Vec::new(), &[]);
+        }
+        self.holding = false;
+        (std::mem::take(&mut self.held), chunk)
+    }
+
+    /// What is still held when the stream ends.
+    fn into_held(self) -> Vec<u8> {
+        self.held
+    }
+}
 
 /// `docker exec`'s statuses for a program the engine could not run.
 const EXIT_NOT_EXECUTABLE: i32 = 126;
@@ -364,7 +417,7 @@ impl EngineFailure {
 /// 20.10 reports both as 126 (newer engines say 127 for not found), so the
 /// message decides; a 126/127 without that message is the command's own.
 fn engine_exec_failure(code: i32, program: &str, said: &str) -> Option<EngineFailure> {
-    if !(code == EXIT_NOT_EXECUTABLE || code == EXIT_NOT_FOUND) || !said.contains(ENGINE_EXEC_FAILED) {
+    if !(code == EXIT_NOT_EXECUTABLE || code == EXIT_NOT_FOUND) || !engine_complaint_begins(said.as_bytes()) {
         return None;
     }
     // runc's "chdir to cwd (\"/w\") set in config.json failed: no such file
@@ -420,6 +473,53 @@ mod tests {
             "{}",
             failure.explain()
         );
+    }
+
+    /// What Podman 4.3 (runc) wrote on the exec's stream for a program
+    /// not in the PATH, in two pieces.
+    const PODMAN_NOT_FOUND: [&str; 2] = [
+        "Error: runc: exec failed: unable to start container process: exec: \"nope\": executable file not found \
+         in $PATH: OCI runtime attempted to invoke a command that was not found\n",
+        "Error: read unixpacket @->/proc/self/fd/14/attach: read: connection reset by peer\n",
+    ];
+
+    #[test]
+    fn podmans_complaint_in_two_pieces_is_held_whole_and_read_as_the_engines() {
+        let mut hold = Hold::default();
+        for piece in PODMAN_NOT_FOUND {
+            let (earlier, now) = hold.feed(piece.as_bytes());
+            assert!(earlier.is_empty() && now.is_empty(), "{piece} was let through");
+        }
+        let said = String::from_utf8(hold.into_held()).unwrap();
+        assert_eq!(said, PODMAN_NOT_FOUND.concat());
+        assert_eq!(engine_exec_failure(127, "nope", &said), Some(EngineFailure::NotInPath));
+        let chdir = "Error: runc: exec failed: unable to start container process: chdir to cwd (\"/w\") set in \
+                     config.json failed: no such file or directory: OCI runtime attempted to invoke a command that was \
+                     not found\n";
+        assert_eq!(engine_exec_failure(127, "sh", chdir), Some(EngineFailure::NoFolder(Some("/w".into()))));
+    }
+
+    #[test]
+    fn output_that_does_not_begin_with_a_complaint_is_written_as_it_comes() {
+        let mut hold = Hold::default();
+        let (earlier, now) = hold.feed(b"hello\n");
+        assert_eq!((earlier.as_slice(), now), (&b""[..], &b"hello\n"[..]));
+        let (earlier, now) = hold.feed(PODMAN_NOT_FOUND[0].as_bytes());
+        assert!(earlier.is_empty() && now == PODMAN_NOT_FOUND[0].as_bytes(), "only the first piece may be held");
+        assert!(hold.into_held().is_empty());
+    }
+
+    #[test]
+    fn a_held_beginning_followed_by_more_than_a_complaint_is_let_through_in_order() {
+        let mut hold = Hold::default();
+        let _ = hold.feed(PODMAN_NOT_FOUND[0].as_bytes());
+        let long = vec![b'x'; HOLD_CAP];
+        let (earlier, now) = hold.feed(&long);
+        assert_eq!(earlier, PODMAN_NOT_FOUND[0].as_bytes());
+        assert_eq!(now, &long[..]);
+        let (earlier, now) = hold.feed(b"more");
+        assert_eq!((earlier.as_slice(), now), (&b""[..], &b"more"[..]));
+        assert!(hold.into_held().is_empty());
     }
 
     #[test]

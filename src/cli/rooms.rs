@@ -67,8 +67,20 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
     let mut programs = std::collections::HashMap::new();
     for (c, _) in groups.iter().flat_map(|(_, members)| members) {
         let running = c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING);
-        let words: Vec<&str> = c.command.as_deref().unwrap_or("").split(' ').collect();
-        if running && room::program::has_program(&words) {
+        if !running {
+            continue;
+        }
+        let command = c.command.as_deref().unwrap_or("");
+        let words: Vec<String> = if command.starts_with(workroomd::room::DAEMON_PATH) {
+            command.split(' ').map(str::to_string).collect()
+        } else {
+            // Podman lists a container's command without its entrypoint,
+            // which holds the daemon and the program: read it.
+            let id = c.id.as_deref().unwrap_or_default();
+            let inspected = engine.inspect_container(id).await.ok().flatten();
+            inspected.and_then(|i| i.config?.entrypoint).unwrap_or_default()
+        };
+        if room::program::has_program(&words) {
             if let Some(line) = room::program::state(&engine, c.id.as_deref().unwrap_or_default()).await {
                 programs.insert(name(c), line);
             }

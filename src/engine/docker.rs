@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{hijack, host, logged, logged_long, ssh, EngineError, EVENTS_RESUBSCRIBE_PAUSE};
+use crate::retry::{Backoff, Pace};
 
 /// The Docker Engine API over bollard: a local socket, tcp, or an ssh://
 /// engine through `docker system dial-stdio`. The one
@@ -48,7 +49,7 @@ impl DockerEngine {
             }
             false => (Docker::connect_with_host(&host).map_err(|e| unreachable(e.to_string()))?, None),
         };
-        let docker = docker.with_timeout(timeout);
+        let docker = docker.with_timeout(timeout).with_request_modifier(super::objects::split_import_changes);
         let docker = match logged("negotiate_version", &host, docker.negotiate_version()).await {
             Ok(d) => d,
             Err(BollardError::RequestTimeoutError) => {
@@ -72,11 +73,11 @@ impl DockerEngine {
 
     pub(super) fn map(&self, action: impl Into<String>, what: impl Into<String>, e: BollardError) -> EngineError {
         match e {
-            BollardError::DockerResponseServerError { status_code: 404, .. } => {
-                EngineError::NotFound { what: what.into() }
-            }
             BollardError::DockerResponseServerError { status_code, message } => {
-                EngineError::Refused { action: action.into(), status: status_code, message }
+                match docker_status(status_code, &message) {
+                    404 => EngineError::NotFound { what: what.into() },
+                    status => EngineError::Refused { action: action.into(), status, message },
+                }
             }
             BollardError::RequestTimeoutError => {
                 EngineError::NoAnswer { host: self.host.clone(), seconds: super::request_timeout().as_secs() }
@@ -96,12 +97,18 @@ impl DockerEngine {
     /// The container, or `None` when the engine says it does not exist (and
     /// only then: any other failure is an error, not an absence).
     pub async fn inspect_container(&self, name: &str) -> Result<Option<ContainerInspectResponse>, EngineError> {
-        match logged("inspect_container", name, self.docker.inspect_container(name, None)).await {
-            Ok(c) => Ok(Some(c)),
-            Err(e) => match self.map(format!("inspect container {name}"), format!("container {name}"), e) {
-                EngineError::NotFound { .. } => Ok(None),
-                other => Err(other),
-            },
+        let mut wait = Backoff::new(Pace::RACE, PODMAN_STOPPED_WAIT);
+        loop {
+            match logged("inspect_container", name, self.docker.inspect_container(name, None)).await {
+                Ok(c) => return Ok(Some(c)),
+                Err(e) if podman_stopped(&e) && !wait.expired() => wait.pause().await,
+                Err(e) => {
+                    return match self.map(format!("inspect container {name}"), format!("container {name}"), e) {
+                        EngineError::NotFound { .. } => Ok(None),
+                        other => Err(other),
+                    }
+                }
+            }
         }
     }
 
@@ -206,8 +213,11 @@ impl DockerEngine {
     pub async fn remove(&self, id: &str, volumes: bool) -> Result<(), EngineError> {
         let options = RemoveContainerOptions { force: true, v: volumes, ..Default::default() };
         match logged("remove_container", id, self.docker.remove_container(id, Some(options))).await {
-            Err(BollardError::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
-            r => r.map_err(|e| self.map(format!("remove {id}"), format!("container {id}"), e)),
+            Ok(()) => Ok(()),
+            Err(e) => match self.map(format!("remove {id}"), format!("container {id}"), e) {
+                EngineError::NotFound { .. } => Ok(()),
+                other => Err(other),
+            },
         }
     }
 
@@ -216,9 +226,14 @@ impl DockerEngine {
         let filters = HashMap::from([("label".to_string(), labels.to_vec())]);
         let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
         let name = labels.join(",");
-        logged("list_containers", &name, self.docker.list_containers(Some(options)))
-            .await
-            .map_err(|e| self.map("list containers", "containers", e))
+        let mut wait = Backoff::new(Pace::RACE, PODMAN_STOPPED_WAIT);
+        loop {
+            match logged("list_containers", &name, self.docker.list_containers(Some(options.clone()))).await {
+                Ok(list) => return Ok(list),
+                Err(e) if podman_stopped(&e) && !wait.expired() => wait.pause().await,
+                Err(e) => return Err(self.map("list containers", "containers", e)),
+            }
+        }
     }
 }
 
@@ -260,6 +275,32 @@ impl DockerEngine {
     }
 }
 
+/// How long a container may show Podman's `stopped`: the moment between
+/// its process's end and Podman's cleanup of it, after which it says
+/// `exited`. Docker's API has no such state and bollard cannot read a
+/// container in it (seen as `unknown variant \`stopped\`` for some 50 ms
+/// after a `kill`), so the container is asked again; a second covers a
+/// loaded engine.
+const PODMAN_STOPPED_WAIT: Duration = Duration::from_secs(1);
+
+/// Whether bollard could not read an answer because a container was in
+/// Podman's `stopped` state.
+fn podman_stopped(e: &BollardError) -> bool {
+    matches!(e, BollardError::JsonDataError { message, .. } if message.contains("unknown variant `stopped`"))
+}
+
+/// An engine's refusal status as Docker would give it. Podman's API answers
+/// 500 where Docker says 409 (a name another container holds: two `up`s
+/// creating one room race on it) and where Docker says 404 (a container
+/// removed while it was asked about); room logic reads Docker's.
+pub(super) fn docker_status(status: u16, message: &str) -> u16 {
+    match status {
+        500 if message.contains("is already in use") => 409,
+        500 if message.contains("no such container") => 404,
+        status => status,
+    }
+}
+
 /// The cause of a connection failure without bollard's wrapping, for one line.
 pub(crate) fn short_reason(e: &BollardError) -> String {
     let mut source: &dyn std::error::Error = e;
@@ -267,4 +308,42 @@ pub(crate) fn short_reason(e: &BollardError) -> String {
         source = inner;
     }
     source.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn podmans_500_for_a_name_in_use_reads_as_dockers_409_so_racing_ups_take_the_room_another_made() {
+        // As Podman 4.3 answered the second of two creates of one name.
+        let taken = "container create: creating container storage: the container name \"workroom-a-1\" is already \
+                     in use by 405c8bfb19cc. You have to remove that container to be able to reuse that name: that \
+                     name is already in use";
+        assert_eq!(docker_status(500, taken), 409);
+    }
+
+    #[test]
+    fn podmans_500_for_a_container_being_removed_reads_as_dockers_404() {
+        let gone = "container 11580c1517cd does not exist in database: no such container";
+        assert_eq!(docker_status(500, gone), 404);
+    }
+
+    #[test]
+    fn other_statuses_are_kept() {
+        assert_eq!(docker_status(500, "no space left on device"), 500);
+        assert_eq!(docker_status(409, "is already in use"), 409);
+        assert_eq!(docker_status(404, "no such image"), 404);
+    }
+
+    #[test]
+    fn podmans_stopped_state_which_bollard_cannot_read_is_told_from_other_unreadable_answers() {
+        let stopped = BollardError::JsonDataError {
+            message: "unknown variant `stopped`, expected one of ``, `created`, `running`".into(),
+            column: 218,
+        };
+        assert!(podman_stopped(&stopped));
+        let other = BollardError::JsonDataError { message: "missing field `Id`".into(), column: 3 };
+        assert!(!podman_stopped(&other));
+    }
 }

@@ -115,8 +115,10 @@ pub trait Driver: Send + Sync {
     fn pull_image<'a>(&'a self, image: &'a str, progress: &'a mut dyn FnMut(PullProgress<'_>)) -> Progress<'a>;
     fn build_image<'a>(&'a self, request: BuildRequest, output: &'a mut dyn FnMut(&str)) -> Progress<'a>;
     /// Imports a root filesystem tar as `repo:tag`, with Dockerfile
-    /// `changes` (`LABEL k=v`).
-    fn import_rootfs<'a>(&'a self, tar: Vec<u8>, repo: &'a str, tag: &'a str, changes: Vec<String>) -> Call<'a, ()>;
+    /// `changes` (`LABEL k=v`); returns the image's id (empty when the
+    /// engine gave none).
+    fn import_rootfs<'a>(&'a self, tar: Vec<u8>, repo: &'a str, tag: &'a str, changes: Vec<String>)
+        -> Call<'a, String>;
     fn remove_image<'a>(&'a self, id: &'a str) -> Call<'a, ()>;
 
     // The engine itself.
@@ -255,7 +257,13 @@ impl Driver for DockerEngine {
         Box::pin(DockerEngine::build_image(self, request, output))
     }
 
-    fn import_rootfs<'a>(&'a self, tar: Vec<u8>, repo: &'a str, tag: &'a str, changes: Vec<String>) -> Call<'a, ()> {
+    fn import_rootfs<'a>(
+        &'a self,
+        tar: Vec<u8>,
+        repo: &'a str,
+        tag: &'a str,
+        changes: Vec<String>,
+    ) -> Call<'a, String> {
         Box::pin(DockerEngine::import_rootfs(self, tar, repo, tag, changes))
     }
 

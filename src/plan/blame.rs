@@ -63,6 +63,26 @@ pub fn blame(loaded: &Loaded, message: &str) -> Option<Blame> {
     None
 }
 
+/// What the engine's host lacks, when a refusal of the room says so: the
+/// next action, whatever the configuration asked. `None` for any other
+/// refusal.
+pub fn host_lacks(message: &str) -> Option<&'static str> {
+    // Every room runs under the engine's init (`Init: true`). Podman's is
+    // catatonit, a package of its own that podman only recommends, so a
+    // host without it refuses every room at create: 4.3 says
+    // "container-init binary not found on the host: stat
+    // /usr/libexec/podman/catatonit: …" (seen), later versions "lookup init
+    // binary: exec: \"catatonit\": …".
+    let podman = ["container-init binary not found", "lookup init binary"];
+    if podman.iter().any(|p| message.contains(p)) {
+        return Some(
+            "the engine has no init to run the room under; on a Podman host install the catatonit package \
+             (apt-get install catatonit, dnf install catatonit)",
+        );
+    }
+    None
+}
+
 fn after<'a>(message: &'a str, marker: &str) -> Option<&'a str> {
     message.find(marker).map(|i| &message[i + marker.len()..])
 }
@@ -225,6 +245,21 @@ mod tests {
         assert!(b.hint.contains("no GPU runtime") && b.hint.contains("\"optional\""), "{}", b.hint);
         assert_eq!(blamed(r#"{"image": "i", "runArgs": ["--gpus=2"]}"#, message), Some(vec!["runArgs".to_string()]));
         assert_eq!(blamed(r#"{"image": "i"}"#, message), None);
+    }
+
+    #[test]
+    fn podmans_refusal_for_want_of_catatonit_says_which_package_to_install() {
+        // As Podman 4.3's API answered a create with `Init: true` on a host
+        // whose /usr/libexec/podman held no catatonit.
+        let seen = "container create: container-init binary not found on the host: stat \
+                    /usr/libexec/podman/catatonit: no such file or directory";
+        let later = "lookup init binary: exec: \"catatonit\": executable file not found in $PATH";
+        for message in [seen, later] {
+            let hint = host_lacks(message).unwrap_or_else(|| panic!("not read: {message}"));
+            assert!(hint.contains("install the catatonit package"), "{hint}");
+        }
+        assert_eq!(host_lacks("no space left on device"), None);
+        assert_eq!(host_lacks("bind source path does not exist: /x"), None);
     }
 
     #[test]

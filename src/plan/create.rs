@@ -68,12 +68,19 @@ pub enum PlanError {
     /// The engine refused what these properties asked for (its message).
     #[error("{config}: {properties}: the engine refused it: {message}; {hint}")]
     Refused { config: String, properties: String, message: String, hint: &'static str },
+    /// The engine refused the room for something its host lacks.
+    #[error("{hint} (the engine said: {message})")]
+    HostLacks { message: String, hint: &'static str },
 }
 
 impl PlanError {
-    /// An engine refusal of the room's create or start, naming the
-    /// properties behind it when its message lets us trace them.
+    /// An engine refusal of the room's create or start, naming what the
+    /// engine's host lacks, or else the properties behind it, when its
+    /// message lets us tell.
     pub fn refused(loaded: &Loaded, message: &str) -> Option<PlanError> {
+        if let Some(hint) = super::blame::host_lacks(message) {
+            return Some(PlanError::HostLacks { message: message.to_string(), hint });
+        }
         super::blame::blame(loaded, message).map(|b| PlanError::Refused {
             config: loaded.config_path.display().to_string(),
             properties: b.named(),

@@ -147,7 +147,9 @@ pub async fn remove(engine: &Engine, tag: &str) {
 /// progress lines: in each `Step`, a ` ---> <id>` after ` ---> Running in`
 /// is a layer this build made. A `FROM` image or a cached step's ` ---> <id>`
 /// comes without `Running in`, so it is never counted: those images were
-/// there before and are not ours to remove.
+/// there before and are not ours to remove. Podman's builder (buildah)
+/// says it otherwise: in each `STEP`, a `--> <id>` is a layer it made
+/// unless `--> Using cache` came first; a `FROM` step says no id.
 #[derive(Debug, Default)]
 pub(super) struct BuildSteps {
     partial: String,
@@ -163,6 +165,15 @@ impl BuildSteps {
             let line = line.trim_end();
             if line.starts_with("Step ") {
                 self.ran = false;
+            } else if line.starts_with("STEP ") {
+                self.ran = true;
+            } else if let Some(rest) = line.strip_prefix("--> ") {
+                if rest.starts_with("Using cache") {
+                    self.ran = false;
+                } else if self.ran && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_hexdigit()) {
+                    self.images.push(rest.to_string());
+                    self.ran = false;
+                }
             } else if let Some(rest) = line.strip_prefix(" ---> ") {
                 if rest.starts_with("Running in ") {
                     self.ran = true;
@@ -268,5 +279,19 @@ mod tests {
             steps.feed(std::str::from_utf8(chunk).unwrap());
         }
         assert_eq!(steps.images, ["7e44b2e8c434"]);
+    }
+
+    #[test]
+    fn podmans_builder_left_a_failed_builds_layers_so_its_steps_are_read_too() {
+        // As Podman 4.3's API streamed a build whose step 3 was cached and
+        // step 4 failed.
+        let log = "STEP 1/5: FROM workroom-fixture/debian:bookworm\nSTEP 2/5: LABEL a=b\n--> f22da7398e2\n\
+            STEP 3/5: RUN echo cached\n--> Using cache 6457588be261df696e2bf9aab88b14099a7c02353b2dd73ec24dfba6b2b61b06\n\
+            --> 6457588be26\nSTEP 4/5: RUN echo step > /step.txt\n--> f6da103a2c3\nSTEP 5/5: RUN exit 9\n";
+        let mut steps = BuildSteps::default();
+        for chunk in log.as_bytes().chunks(5) {
+            steps.feed(std::str::from_utf8(chunk).unwrap());
+        }
+        assert_eq!(steps.images, ["f22da7398e2", "f6da103a2c3"]);
     }
 }

@@ -138,7 +138,16 @@ async fn ensure_anchor_image(
     let tar = daemon::upload_tar(binary).context("pack the daemon for the anchor image")?;
     let mut changes = vec![format!("LABEL {}={digest}", peers::DAEMON_LABEL), format!("LABEL {}=1", labels::SCHEMA)];
     changes.extend(peers::scope_labels(scope).iter().map(|(k, v)| format!("LABEL {k}={v}")));
-    engine.import_rootfs(tar, peers::ANCHOR_REPO, digest, changes).await.context("import the anchor image")?;
+    let id = engine.import_rootfs(tar, peers::ANCHOR_REPO, digest, changes).await.context("import the anchor image")?;
+    // An engine that names the import otherwise (Podman once made every
+    // one `workroom-anchor:latest`) would fail every later use of it by
+    // name, one stray image per `up`: said here, and nothing left behind.
+    if engine.inspect_image(&image).await?.is_none() {
+        if !id.is_empty() {
+            let _ = engine.remove_image(&id).await;
+        }
+        bail!("the engine imported the anchor image but did not name it {image}; it was removed");
+    }
     Ok(image)
 }
 
