@@ -91,7 +91,8 @@ fn an_agent_in_one_room_lists_and_messages_an_agent_in_another_and_a_room_withou
     let up = c.workroom(&["up", "--peer=false"]);
     assert!(up.status.success(), "{}", stderr(&up));
     c.peer = false;
-    assert_eq!(inspect(&c.room_name(), "{{.HostConfig.PidMode}}"), "");
+    let mode = inspect(&c.room_name(), "{{.HostConfig.PidMode}}");
+    assert!(own_pid_namespace(&mode), "a room without peers has its own PID namespace: {mode}");
     assert_eq!(c.exec_ok(&["python3", "agent.py", "list"]), "", "no peer is visible without peers");
     let send = c.exec(&["python3", "agent.py", "send", "bee", "hi"]);
     assert_eq!(send.status.code(), Some(1), "{}", stderr(&send));
@@ -119,7 +120,8 @@ fn a_room_that_cannot_get_the_anchor_starts_without_peers_and_reattach_says_it_s
     assert!(up.status.success(), "up is never blocked by peers: {}", stderr(&up));
     let err = stderr(&up);
     assert!(err.contains("starts without peer messaging") && err.contains("not made by workroom"), "{err}");
-    assert_eq!(inspect(&ws.room_name(), "{{.HostConfig.PidMode}}"), "");
+    let mode = inspect(&ws.room_name(), "{{.HostConfig.PidMode}}");
+    assert!(own_pid_namespace(&mode), "a room without peers has its own PID namespace: {mode}");
     assert_eq!(ws.exec_ok(&["echo", "ok"]).trim(), "ok", "the room works");
     let again = ws.workroom(&["up"]);
     assert!(again.status.success(), "{}", stderr(&again));
@@ -219,7 +221,8 @@ fn a_named_room_with_peers_is_another_container_than_its_plain_namesake() {
     let plain_room = format!("workroom-{tag}-infra-peer");
     let anchor_id = inspect(&scope.anchor("default", DEV), "{{.Id}}");
     assert_eq!(inspect(&peer_room, "{{.HostConfig.PidMode}}"), format!("container:{anchor_id}"));
-    assert_eq!(inspect(&plain_room, "{{.HostConfig.PidMode}}"), "");
+    let mode = inspect(&plain_room, "{{.HostConfig.PidMode}}");
+    assert!(own_pid_namespace(&mode), "a room without peers has its own PID namespace: {mode}");
     remove_container(&peer_room);
     remove_container(&plain_room);
 }

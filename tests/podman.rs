@@ -141,12 +141,10 @@ impl PodmanWithoutCatatonit {
 
 impl Drop for PodmanWithoutCatatonit {
     fn drop(&mut self) {
-        let ids = Command::new("docker").args(["-H", &self.host, "ps", "-aq"]).output();
-        for id in ids
-            .iter()
-            .flat_map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        {
-            let _ = Command::new("docker").args(["-H", &self.host, "rm", "-f", "-v", &id]).output();
+        let listed = Command::new("docker").args(["-H", &self.host, "ps", "-aq"]).output();
+        let ids = listed.map(|o| stdout(&o)).unwrap_or_default();
+        for id in ids.split_whitespace() {
+            let _ = Command::new("docker").args(["-H", &self.host, "rm", "-f", "-v", id]).output();
         }
         if let Some(mut child) = self.child.take() {
             let pid = nix::unistd::Pid::from_raw(child.id() as i32);
@@ -199,4 +197,45 @@ fn up_on_a_podman_without_catatonit_says_which_package_to_install_in_one_line_an
     assert!(err.contains("container-init binary not found"), "the engine's own words are kept: {err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert_eq!(podman.docker_ok(&["ps", "-aq"]), "", "a refused up leaves no container");
+}
+
+/// The volume rooms get on an engine that cannot see the workspace, which
+/// `.ci/podman` needs on a local engine: `tests/remote.rs` makes one on a
+/// second dockerd only.
+struct VolumeGuard(String);
+
+impl Drop for VolumeGuard {
+    fn drop(&mut self) {
+        let _ = docker(&["volume", "rm", "-f", &self.0]);
+    }
+}
+
+#[test]
+fn a_room_with_its_workspace_in_a_volume_works_on_the_uploaded_files_and_down_volumes_removes_the_volume() {
+    let ws = Workspace::new(serde_json::json!({ "image": BUSYBOX, "postCreateCommand": "ls > /tmp/hook-saw" }));
+    std::fs::write(ws.path().join("hello.txt"), "from the host\n").unwrap();
+    let volume = format!("workroom-ws-{}", ws.room_name().trim_start_matches("workroom-"));
+    let _guard = VolumeGuard(volume.clone());
+
+    let out = ws.workroom(&["up", "--workspace", "volume"]);
+    assert!(out.status.success(), "up --workspace volume: {}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("uploading the workspace into {volume}")), "{}", stderr(&out));
+    // Not a bind: the room's copy, which the host's edits do not reach.
+    std::fs::write(ws.path().join("hello.txt"), "changed on the host\n").unwrap();
+    assert_eq!(ws.exec_ok(&["cat", "hello.txt"]), "from the host\n");
+    assert!(ws.exec_ok(&["cat", "/tmp/hook-saw"]).lines().any(|l| l == "hello.txt"), "the hook ran on the upload");
+    assert_eq!(ws.exec_ok(&["pwd"]).trim(), ws.remote_folder());
+
+    let out = ws.workroom(&["down"]);
+    assert!(out.status.success(), "down: {}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("kept the workspace volume {volume}")), "{}", stderr(&out));
+    assert!(docker(&["volume", "inspect", &volume]).status.success(), "down keeps {volume}");
+    let out = ws.workroom(&["up", "--workspace", "volume"]);
+    assert!(out.status.success(), "up again: {}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("the workspace volume {volume} exists and is kept")), "{}", stderr(&out));
+    assert_eq!(ws.exec_ok(&["cat", "hello.txt"]), "from the host\n", "up overwrote the volume");
+    let out = ws.workroom(&["down", "--volumes"]);
+    assert!(out.status.success(), "down --volumes: {}", stderr(&out));
+    assert!(!docker(&["volume", "inspect", &volume]).status.success(), "down --volumes removes {volume}");
+    assert_eq!(ws.containers(), Vec::<String>::new());
 }

@@ -250,6 +250,14 @@ pub fn docker_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// An image name as Docker reports a local image's: Podman reports the
+/// same image fully qualified (`localhost/workroom-fixture/busybox:1`,
+/// `docker.io/workroom-build/x:latest`).
+pub fn image_name(reported: &str) -> String {
+    let name = reported.strip_prefix("localhost/").or_else(|| reported.strip_prefix("docker.io/")).unwrap_or(reported);
+    name.strip_suffix(":latest").unwrap_or(name).to_string()
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

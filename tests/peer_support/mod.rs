@@ -128,3 +128,9 @@ pub fn eventually(what: &str, wait: Duration, mut check: impl FnMut() -> bool) {
 pub fn inspect(name: &str, format: &str) -> String {
     docker_ok(&["inspect", "-f", format, name])
 }
+
+/// Whether a room's `HostConfig.PidMode` is a PID namespace of its own, not
+/// an anchor's: Docker says `""`, Podman `private`.
+pub fn own_pid_namespace(mode: &str) -> bool {
+    mode.is_empty() || mode == "private"
+}
