@@ -56,11 +56,18 @@ impl DockerEngine {
 
     pub async fn create_volume(&self, name: &str, labels: HashMap<String, String>) -> Result<(), EngineError> {
         let request = VolumeCreateRequest { name: Some(name.into()), labels: Some(labels), ..Default::default() };
-        self.docker
-            .create_volume(request)
-            .await
-            .map(|_| ())
-            .map_err(|e| self.map(format!("create volume {name}"), format!("volume {name}"), e))
+        match self.docker.create_volume(request).await {
+            Ok(_) => Ok(()),
+            // Docker's create of a volume that exists answers with it; Podman's
+            // refuses (500, "volume already exists"), which two rooms of a new
+            // peer group racing to make its socket volume meet. Read as Docker's.
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 500, message })
+                if message.contains("volume already exists") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(self.map(format!("create volume {name}"), format!("volume {name}"), e)),
+        }
     }
 
     /// Imports a root filesystem tar as `repo:tag` (the Engine API's image

@@ -12,8 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The real engine behind the proxy.
-pub const REAL_ENGINE: &str = "/var/run/docker.sock";
+/// The real engine behind the proxy: the one the tests point at
+/// (`DOCKER_HOST`, a unix socket: Podman's in CI's Podman run), else
+/// Docker's.
+pub fn real_engine() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| "/var/run/docker.sock".to_string())
+}
 
 #[derive(Clone, Copy, PartialEq)]
 pub enum Behaviour {
@@ -102,6 +109,7 @@ impl EngineProxy {
         let listener = UnixListener::bind(&self.path).unwrap();
         let stopped = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(Mutex::new(Vec::new()));
+        let real = real_engine();
         let acceptor = {
             let (stopped, connections, behaviour) = (stopped.clone(), connections.clone(), self.behaviour);
             let stall = match behaviour {
@@ -119,7 +127,7 @@ impl EngineProxy {
                     if behaviour == Behaviour::Silent {
                         continue;
                     }
-                    let Ok(engine) = UnixStream::connect(REAL_ENGINE) else { continue };
+                    let Ok(engine) = UnixStream::connect(&real) else { continue };
                     held.push(engine.try_clone().unwrap());
                     match &stall {
                         None => {
