@@ -343,3 +343,27 @@ pub fn http_get(port: u16, path: &str) -> String {
     let _ = s.read_to_string(&mut body);
     body
 }
+
+/// One `GET /_ping` over an engine's unix socket: true on the engine's `OK`.
+pub fn engine_pings(socket: &std::path::Path) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else { return false };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    if stream.write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.") && answer.contains(" 200 ") && answer.ends_with("OK")
+}
+
+/// Ends an engine the test started: SIGTERM, then SIGKILL if it is still
+/// there after `within`, looking every [`WAIT_LOOK_EVERY`].
+pub fn stop_engine(mut child: std::process::Child, within: std::time::Duration) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    if wait_until(within, || child.try_wait().map_or(Some(()), |s| s.map(drop))).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -11,8 +11,6 @@
 
 pub mod sshd;
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -98,7 +96,7 @@ impl SecondEngine {
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + ENGINE_READY_WAIT;
         loop {
-            if ping(&self.socket) {
+            if crate::common::engine_pings(&self.socket) {
                 return;
             }
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
@@ -153,36 +151,11 @@ impl Drop for SecondEngine {
         for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
             let _ = self.docker(&["rm", "-f", "-v", id]);
         }
-        if let Some(mut child) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let deadline = Instant::now() + ENGINE_STOP_WAIT;
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() >= deadline => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(PING_INTERVAL),
-                }
-            }
+        if let Some(child) = self.child.take() {
+            crate::common::stop_engine(child, ENGINE_STOP_WAIT);
         }
         // Its mounts went with its namespace; vfs layers are plain folders,
         // some read-only to their owner, which root removes anyway.
         let _ = Command::new("rm").arg("-rf").arg("--one-file-system").arg(self.dir.path()).status();
     }
-}
-
-/// One `GET /_ping` over the socket: true on the engine's `OK`.
-fn ping(socket: &Path) -> bool {
-    let Ok(mut stream) = UnixStream::connect(socket) else { return false };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    if stream.write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.") && answer.contains(" 200 ") && answer.ends_with("OK")
 }
