@@ -145,6 +145,15 @@ pub struct Inputs<'a> {
     pub host: &'a dyn run_args::Host,
 }
 
+#[cfg(test)]
+impl<'a> Inputs<'a> {
+    /// The table tests' inputs: privileged metadata applied, no peers, this
+    /// host's files.
+    pub fn of(name: &'a str, image: &'a str, facts: &'a ImageFacts, metadata: &'a RoomMetadata) -> Inputs<'a> {
+        Inputs { name, image, facts, metadata, metadata_privileged: true, peer: None, host: &run_args::RealHost }
+    }
+}
+
 /// The plan of a room from its configuration and `inputs`.
 pub fn plan_with_peers(loaded: &Loaded, inputs: &Inputs<'_>) -> Result<CreatePlan, PlanError> {
     let Inputs { name, image, facts, metadata, metadata_privileged, peer, host } = *inputs;

@@ -243,13 +243,8 @@ fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
     let p = plan_with_peers(
         &l,
         &crate::plan::create::Inputs {
-            name: "room",
-            image: "img",
-            facts: &ImageFacts::default(),
-            metadata: &metadata,
-            metadata_privileged: true,
             peer: Some(&j),
-            host: &crate::plan::run_args::RealHost,
+            ..crate::plan::create::Inputs::of("room", "img", &ImageFacts::default(), &metadata)
         },
     )
     .unwrap();
@@ -259,19 +254,8 @@ fn a_peer_room_joins_the_anchor_and_a_room_without_peers_does_not() {
     let targets: Vec<_> = host.mounts.iter().flatten().filter_map(|m| m.target.as_deref()).collect();
     assert!(targets.contains(&SOCKS_DIR) && targets.contains(&"/home/dev/.claude"), "{targets:?}");
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("1"));
-    let p = plan_with_peers(
-        &l,
-        &crate::plan::create::Inputs {
-            name: "room",
-            image: "img",
-            facts: &ImageFacts::default(),
-            metadata: &metadata,
-            metadata_privileged: true,
-            peer: None,
-            host: &crate::plan::run_args::RealHost,
-        },
-    )
-    .unwrap();
+    let p = plan_with_peers(&l, &crate::plan::create::Inputs::of("room", "img", &ImageFacts::default(), &metadata))
+        .unwrap();
     assert_eq!(p.body.host_config.as_ref().unwrap().pid_mode, None);
     assert_eq!(p.body.labels.as_ref().unwrap().get(PEER_LABEL).map(String::as_str), Some("0"));
 }
@@ -287,13 +271,8 @@ fn a_peer_rooms_agents_keep_their_state_in_the_groups_folder_unless_the_config_s
         let p = plan_with_peers(
             &l,
             &crate::plan::create::Inputs {
-                name: "room",
-                image: "img",
-                facts: &ImageFacts::default(),
-                metadata: &metadata,
-                metadata_privileged: true,
                 peer,
-                host: &crate::plan::run_args::RealHost,
+                ..crate::plan::create::Inputs::of("room", "img", &ImageFacts::default(), &metadata)
             },
         )
         .unwrap();
@@ -407,13 +386,8 @@ fn privileged_from_the_image_metadata_is_applied_with_a_loud_line_unless_the_set
     let p = plan_with_peers(
         &l,
         &crate::plan::create::Inputs {
-            name: "room",
-            image: "i",
-            facts: &facts,
-            metadata: &metadata,
             metadata_privileged: false,
-            peer: None,
-            host: &crate::plan::run_args::RealHost,
+            ..crate::plan::create::Inputs::of("room", "i", &facts, &metadata)
         },
     )
     .unwrap();

@@ -265,13 +265,8 @@ fn peers_nested_and_gpus_become_compose_keys() {
     let mut p = crate::plan::create::plan_with_peers(
         &l,
         &crate::plan::create::Inputs {
-            name: "room",
-            image: "img",
-            facts: &ImageFacts::default(),
-            metadata: &metadata,
-            metadata_privileged: true,
             peer: Some(&join),
-            host: &crate::plan::run_args::RealHost,
+            ..crate::plan::create::Inputs::of("room", "img", &ImageFacts::default(), &metadata)
         },
     )
     .unwrap();
