@@ -358,3 +358,14 @@ fn update_from_old_properties(mut raw: Map<String, Value>) -> Map<String, Value>
 
 #[cfg(test)]
 mod tests;
+
+/// The table tests' configuration: `config` written as `.devcontainer.json`
+/// in a folder of its own (kept while the returned guard lives), loaded
+/// with an empty host environment.
+#[cfg(test)]
+pub fn loaded_for_test(config: &str) -> (tempfile::TempDir, Loaded) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".devcontainer.json"), config).unwrap();
+    let l = load(&LoadRequest { env: std::collections::HashMap::new(), ..LoadRequest::new(dir.path(), None) }).unwrap();
+    (dir, l)
+}

@@ -174,15 +174,8 @@ fn run_args_mention(loaded: &Loaded, what: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{load, LoadRequest};
-    use std::collections::HashMap;
 
-    fn loaded(config: &str) -> (tempfile::TempDir, Loaded) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".devcontainer.json"), config).unwrap();
-        let l = load(&LoadRequest { env: HashMap::new(), ..LoadRequest::new(dir.path(), None) }).unwrap();
-        (dir, l)
-    }
+    use crate::config::loaded_for_test as loaded;
 
     fn blamed(config: &str, message: &str) -> Option<Vec<String>> {
         let (_d, l) = loaded(config);

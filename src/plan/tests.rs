@@ -3,15 +3,10 @@
 use super::create::{plan, remote_user, ImageFacts};
 use super::labels;
 use super::metadata::for_new_room;
-use crate::config::{load, LoadRequest, Loaded};
+use crate::config::Loaded;
 use std::collections::HashMap;
 
-fn loaded(config: &str) -> (tempfile::TempDir, Loaded) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join(".devcontainer.json"), config).unwrap();
-    let l = load(&LoadRequest { env: HashMap::new(), ..LoadRequest::new(dir.path(), None) }).unwrap();
-    (dir, l)
-}
+use crate::config::loaded_for_test as loaded;
 
 fn image_user(user: &str) -> ImageFacts {
     ImageFacts { user: Some(user.into()), ..Default::default() }

@@ -135,17 +135,10 @@ pub(super) async fn metadata(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{load, LoadRequest};
     use crate::notices::{Level, Notice};
     use bollard::models::ContainerConfig;
-    use std::collections::HashMap;
 
-    fn loaded(config: &str) -> (tempfile::TempDir, Loaded) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".devcontainer.json"), config).unwrap();
-        let l = load(&LoadRequest { env: HashMap::new(), ..LoadRequest::new(dir.path(), None) }).unwrap();
-        (dir, l)
-    }
+    use crate::config::loaded_for_test as loaded;
 
     fn room(labels: &[(&str, &str)]) -> ContainerInspectResponse {
         let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
