@@ -36,6 +36,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod egress;
 pub mod engine;
 pub mod features;
 pub mod folders;
