@@ -79,6 +79,17 @@ pub struct SettingsFile {
     pub network: NetworkFile,
     #[serde(default)]
     pub panes: PanesFile,
+    #[serde(default)]
+    pub egress: EgressFile,
+}
+
+/// The `[egress]` table: how the room reaches the network.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressFile {
+    pub mode: Option<EgressMode>,
+    /// `host[:port]` patterns and `@presets` the proxy lets through.
+    pub allow: Option<Vec<String>>,
 }
 
 /// The `[panes]` table.
@@ -135,6 +146,8 @@ impl WorkspaceMode {
     }
 }
 
+pub use crate::egress::policy::Mode as EgressMode;
+
 /// The `[forward]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,6 +188,13 @@ pub struct Settings {
     /// and a relative path are the worktree module's to resolve, against the
     /// main checkout). `None`: beside the repository.
     pub worktrees: Option<PathBuf>,
+    /// How the room reaches the network: the flag's, else the strictest
+    /// of the two files' (a project file cannot loosen what the user's
+    /// own file asks: the workspace is writable from the room).
+    pub egress: EgressMode,
+    /// What the proxy lets through: the flags', the user's file's and the
+    /// project's patterns, in that order.
+    pub egress_allow: Vec<String>,
 }
 
 impl Settings {
@@ -192,6 +212,10 @@ pub struct Flags {
     pub peer_group: Option<String>,
     /// `--workspace auto|bind|volume`.
     pub workspace: Option<WorkspaceMode>,
+    /// `--egress open|allowlist|none`.
+    pub egress: Option<EgressMode>,
+    /// `--egress-allow PATTERN`, each checked by the caller.
+    pub egress_allow: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -247,6 +271,18 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         history_bytes: project.panes.history_bytes.or(user.panes.history_bytes),
         workspace: flags.workspace.or(project.workspace).or(user.workspace).unwrap_or_default(),
         worktrees: project.worktrees.clone().or_else(|| user.worktrees.clone()),
+        egress: flags
+            .egress
+            .unwrap_or_else(|| project.egress.mode.unwrap_or_default().max(user.egress.mode.unwrap_or_default())),
+        egress_allow: {
+            let mut allow = flags.egress_allow.clone();
+            for written in [&user.egress.allow, &project.egress.allow].into_iter().flatten().flatten() {
+                if !allow.contains(written) {
+                    allow.push(written.clone());
+                }
+            }
+            allow
+        },
     }
 }
 
@@ -282,6 +318,19 @@ pub fn under_customizations(
         };
         project.network.mode = project.network.mode.or(Some(mode));
     }
+    if let Some(v) = ours.get("egress") {
+        let table: EgressFile = serde_json::from_value(v.clone()).map_err(|e| {
+            bad("egress", &format!("{{\"mode\": \"open|allowlist|none\", \"allow\": [\"pattern\", ...]}} ({e})"))
+        })?;
+        check_egress(&table).map_err(|(problem, _)| SettingsError::Parse {
+            path: config.display().to_string(),
+            message: format!("`customizations.workroom.egress.allow`: {problem}"),
+        })?;
+        project.egress.mode = project.egress.mode.or(table.mode);
+        if project.egress.allow.is_none() {
+            project.egress.allow = table.allow;
+        }
+    }
     Ok(project)
 }
 
@@ -304,7 +353,22 @@ pub fn parse(text: &str, path: &Path) -> Result<SettingsFile, SettingsError> {
             message: format!("`peer_group`: {message}"),
         })?;
     }
+    check_egress(&file.egress).map_err(|(problem, written)| {
+        let line = text.lines().position(|l| l.contains(&written)).map(|i| format!(" (line {})", i + 1));
+        SettingsError::Parse {
+            path: path.display().to_string(),
+            message: format!("[egress] allow: {problem}{}", line.unwrap_or_default()),
+        }
+    })?;
     Ok(file)
+}
+
+/// Each `allow` pattern parses: the error and the pattern as written.
+fn check_egress(table: &EgressFile) -> Result<(), (crate::egress::policy::PatternError, String)> {
+    for written in table.allow.iter().flatten() {
+        crate::egress::policy::rules(&[written]).map_err(|e| (e, written.clone()))?;
+    }
+    Ok(())
 }
 
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {

@@ -140,7 +140,8 @@ fn authority(text: &str, default: Option<u16>) -> Option<(String, u16)> {
         Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0)?,
         None => default?,
     };
-    let ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':' | b'_'));
+    let ok =
+        !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':' | b'_'));
     ok.then(|| (host.to_ascii_lowercase(), port))
 }
 
@@ -197,7 +198,10 @@ mod tests {
             panic!("not forwarded")
         };
         assert_eq!((host.as_str(), port), ("example.org", 80));
-        assert_eq!(String::from_utf8(head).unwrap(), "HEAD / HTTP/1.0\r\nHost: example.org\r\nConnection: close\r\n\r\n");
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "HEAD / HTTP/1.0\r\nHost: example.org\r\nConnection: close\r\n\r\n"
+        );
         let Ask::Forward { head, .. } = parse(b"GET http://u:p@example.org?q HTTP/1.1\r\n\r\n").unwrap() else {
             panic!("not forwarded")
         };
@@ -228,7 +232,9 @@ mod tests {
 
     #[test]
     fn bytes_that_are_not_http_are_malformed_not_a_panic() {
-        for junk in [&b"\x16\x03\x01\x02\x00\r\n\r\n"[..], b"\r\n\r\n", b"GET\r\n\r\n", b"\xff\xfe http://a/ HTTP/1.1\r\n\r\n"] {
+        for junk in
+            [&b"\x16\x03\x01\x02\x00\r\n\r\n"[..], b"\r\n\r\n", b"GET\r\n\r\n", b"\xff\xfe http://a/ HTTP/1.1\r\n\r\n"]
+        {
             assert!(parse(junk).is_err(), "{junk:?}");
         }
     }

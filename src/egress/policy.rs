@@ -27,28 +27,19 @@ pub const PRESETS: &[(&str, &[&str])] = &[
         ],
     ),
     ("codex", &["api.openai.com:443", "auth.openai.com:443", "chatgpt.com:443"]),
-    (
-        "github",
-        &[
-            "github.com:443",
-            "*.github.com:443",
-            "*.githubusercontent.com:443",
-            "ghcr.io:443",
-            "*.ghcr.io:443",
-        ],
-    ),
+    ("github", &["github.com:443", "*.github.com:443", "*.githubusercontent.com:443", "ghcr.io:443", "*.ghcr.io:443"]),
     ("pypi", &["pypi.org:443", "files.pythonhosted.org:443"]),
     ("npm", &["registry.npmjs.org:443", "registry.yarnpkg.com:443"]),
     ("crates", &["crates.io:443", "index.crates.io:443", "static.crates.io:443", "static.rust-lang.org:443"]),
     ("go", &["proxy.golang.org:443", "sum.golang.org:443", "storage.googleapis.com:443"]),
-    (
-        "debian",
-        &["deb.debian.org:80", "deb.debian.org:443", "security.debian.org:80", "security.debian.org:443"],
-    ),
+    ("debian", &["deb.debian.org:80", "deb.debian.org:443", "security.debian.org:80", "security.debian.org:443"]),
 ];
 
-/// How a room reaches the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+/// How a room reaches the network, from the widest to the strictest (the
+/// order is what "the strictest of two" means).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Deserialize, serde::Serialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The engine's network, as every container has it.
@@ -145,10 +136,12 @@ impl Rule {
         match &self.host {
             Host::Any => true,
             Host::Exact(name) => host == *name,
-            Host::Below(name) => host.len() > name.len() + 1 && host.ends_with(name.as_str()) && {
-                let cut = host.len() - name.len() - 1;
-                host.as_bytes()[cut] == b'.'
-            },
+            Host::Below(name) => {
+                host.len() > name.len() + 1 && host.ends_with(name.as_str()) && {
+                    let cut = host.len() - name.len() - 1;
+                    host.as_bytes()[cut] == b'.'
+                }
+            }
         }
     }
 }

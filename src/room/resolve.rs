@@ -154,6 +154,8 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         lock: flags.lock,
         workspace: settings.workspace,
         forward: settings.into(),
+        egress: settings.egress,
+        egress_allow: settings.egress_allow.clone(),
     }
 }
 
