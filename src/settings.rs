@@ -630,6 +630,47 @@ mod tests {
     }
 
     #[test]
+    fn the_egress_mode_is_the_flags_else_the_stricter_files_and_the_patterns_are_all_of_them() {
+        let user = parse("[egress]\nmode = \"allowlist\"\nallow = [\"@pypi\"]\n", Path::new("u")).unwrap();
+        let loose =
+            parse("[egress]\nmode = \"open\"\nallow = [\"*.example.org\", \"@pypi\"]\n", Path::new("p")).unwrap();
+        let s = merge(&user, &loose, Flags::default(), "/d".into());
+        assert_eq!(s.egress, EgressMode::Allowlist, "a project file cannot loosen the user's");
+        assert_eq!(s.egress_allow, vec!["@pypi".to_string(), "*.example.org".to_string()]);
+        let strict = parse("[egress]\nmode = \"none\"\n", Path::new("p")).unwrap();
+        assert_eq!(merge(&user, &strict, Flags::default(), "/d".into()).egress, EgressMode::None);
+        let flags =
+            Flags { egress: Some(EgressMode::Open), egress_allow: vec!["a.example".into()], ..Default::default() };
+        let s = merge(&user, &strict, flags, "/d".into());
+        assert_eq!(s.egress, EgressMode::Open, "the command line is the person at the keyboard");
+        assert_eq!(s.egress_allow[0], "a.example");
+        assert_eq!(
+            merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), "/d".into()).egress,
+            EgressMode::Open
+        );
+    }
+
+    #[test]
+    fn an_egress_table_under_customizations_is_read_and_a_bad_one_named() {
+        let custom =
+            |v: serde_json::Value| serde_json::json!({ "workroom": { "egress": v } }).as_object().unwrap().clone();
+        let ok = custom(serde_json::json!({ "mode": "allowlist", "allow": ["@github"] }));
+        let p = under_customizations(SettingsFile::default(), Some(&ok), Path::new("dc.json")).unwrap();
+        assert_eq!(p.egress.mode, Some(EgressMode::Allowlist));
+        assert_eq!(p.egress.allow, Some(vec!["@github".to_string()]));
+        for bad in
+            [serde_json::json!({ "mode": "closed" }), serde_json::json!({ "allow": ["a..b"] }), serde_json::json!("x")]
+        {
+            let err = under_customizations(SettingsFile::default(), Some(&custom(bad.clone())), Path::new("dc.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("dc.json: `customizations.workroom.egress"), "{bad}: {err}");
+        }
+        let err = parse("[egress]\nallow = [\"@nope\"]\n", Path::new("w.toml")).unwrap_err().to_string();
+        assert!(err.contains("w.toml") && err.contains("@nope") && err.contains("line 2"), "{err}");
+    }
+
+    #[test]
     fn a_tilde_means_the_host_users_home() {
         assert_eq!(expand_home(Path::new("~/peers"), Some("/h")), Path::new("/h/peers"));
         assert_eq!(expand_home(Path::new("/abs"), Some("/h")), Path::new("/abs"));

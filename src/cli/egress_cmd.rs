@@ -1,7 +1,7 @@
 //! `workroom egress [allow|deny|reset|log]`: an `allowlist` room's policy,
 //! changed while it runs, and what its proxy was asked.
 
-use super::{EgressAction, RoomArgs};
+use super::{EgressVerb, RoomArgs};
 use crate::egress::store::{self, Entry, Outcome, Written};
 use crate::engine::Engine;
 use crate::output;
@@ -13,13 +13,47 @@ use std::time::Duration;
 /// needs no more, and a look is one `stat`.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
-pub async fn run(args: &RoomArgs, json: bool, action: Option<EgressAction>) -> anyhow::Result<i32> {
+/// The command line, checked by [`Asked::check`].
+pub struct Asked {
+    pub action: Option<EgressVerb>,
+    pub patterns: Vec<String>,
+    pub follow: bool,
+    pub json: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AskError {
+    #[error("`egress {0}` takes one or more PATTERNs (`host[:port]`, `*.example.com`, `@preset`)")]
+    NoPattern(&'static str),
+    #[error("only `egress allow` and `egress deny` take PATTERNs")]
+    StrayPattern,
+    #[error("`--follow` goes with `egress log`")]
+    StrayFollow,
+}
+
+impl Asked {
+    fn check(&self) -> Result<(), AskError> {
+        match self.action {
+            Some(EgressVerb::Allow) if self.patterns.is_empty() => Err(AskError::NoPattern("allow")),
+            Some(EgressVerb::Deny) if self.patterns.is_empty() => Err(AskError::NoPattern("deny")),
+            Some(EgressVerb::Allow | EgressVerb::Deny) => Ok(()),
+            _ if !self.patterns.is_empty() => Err(AskError::StrayPattern),
+            Some(EgressVerb::Log) => Ok(()),
+            _ if self.follow => Err(AskError::StrayFollow),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub async fn run(args: &RoomArgs, asked: Asked) -> anyhow::Result<i32> {
+    asked.check()?;
+    let Asked { action, patterns, follow, json } = asked;
     let engine = Engine::connect().await?;
     let room = args.running(&engine).await?;
     let mode = crate::plan::egress::mode_of(room.container.config.as_ref().and_then(|c| c.labels.as_ref()));
     let name = room.name;
     if mode != EgressMode::Allowlist {
-        if matches!(action, None | Some(EgressAction::Log { .. })) && mode == EgressMode::Open && !json {
+        if matches!(action, None | Some(EgressVerb::Log)) && mode == EgressMode::Open && !json {
             output::print(&format!("{name}: egress open (the engine's network; nothing is checked)\n"))?;
             return Ok(0);
         }
@@ -30,16 +64,16 @@ pub async fn run(args: &RoomArgs, json: bool, action: Option<EgressAction>) -> a
     }
     match action {
         None => show(&name, json),
-        Some(EgressAction::Allow { patterns }) => change(&name, &patterns, Written::allow),
-        Some(EgressAction::Deny { patterns }) => change(&name, &patterns, Written::deny),
-        Some(EgressAction::Reset) => {
+        Some(EgressVerb::Allow) => change(&name, &patterns, Written::allow),
+        Some(EgressVerb::Deny) => change(&name, &patterns, Written::deny),
+        Some(EgressVerb::Reset) => {
             let mut written = policy(&name)?;
             written.allowed.clear();
             written.denied.clear();
             store::write(&name, &written)?;
             show(&name, false)
         }
-        Some(EgressAction::Log { follow, json }) => log(&name, follow, json).await,
+        Some(EgressVerb::Log) => log(&name, follow, json).await,
     }
 }
 
@@ -160,5 +194,26 @@ async fn log(room: &str, follow: bool, json: bool) -> anyhow::Result<i32> {
             partial[..whole].lines().filter_map(|l| serde_json::from_str::<Entry>(l).ok()).map(|e| shown(&e)).collect();
         partial.drain(..whole);
         output::print(&lines)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(action: Option<EgressVerb>, patterns: &[&str], follow: bool) -> Asked {
+        Asked { action, patterns: patterns.iter().map(|p| p.to_string()).collect(), follow, json: false }
+    }
+
+    #[test]
+    fn patterns_go_with_allow_and_deny_alone_and_follow_with_log() {
+        assert_eq!(asked(Some(EgressVerb::Allow), &[], false).check(), Err(AskError::NoPattern("allow")));
+        assert_eq!(asked(Some(EgressVerb::Deny), &[], false).check(), Err(AskError::NoPattern("deny")));
+        assert_eq!(asked(Some(EgressVerb::Allow), &["a.example"], false).check(), Ok(()));
+        assert_eq!(asked(None, &["a.example"], false).check(), Err(AskError::StrayPattern));
+        assert_eq!(asked(Some(EgressVerb::Log), &["a.example"], true).check(), Err(AskError::StrayPattern));
+        assert_eq!(asked(Some(EgressVerb::Log), &[], true).check(), Ok(()));
+        assert_eq!(asked(None, &[], true).check(), Err(AskError::StrayFollow));
+        assert_eq!(asked(Some(EgressVerb::Reset), &[], false).check(), Ok(()));
     }
 }

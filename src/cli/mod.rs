@@ -406,13 +406,23 @@ pub enum Cmd {
     /// An `allowlist` room's egress: its policy (no action), changes to it while
     /// the room runs, and the log of what was allowed and refused.
     Egress {
+        /// `allow PATTERN...`: let them through from now on (`host[:port]`,
+        /// `*.example.com`, `@preset`); `deny PATTERN...`: refuse them, even
+        /// where a broader rule allows them; `reset`: drop every allow and deny
+        /// made while the room ran; `log`: each request (time, host:port,
+        /// allowed or refused, bytes, duration), then the refusals by host.
+        /// None: print the policy.
+        action: Option<EgressVerb>,
+        #[arg(value_name = "PATTERN", value_parser = egress_pattern)]
+        patterns: Vec<String>,
         #[command(flatten)]
         room: RoomArgs,
-        /// Print the policy as JSON.
+        /// `log`: keep printing requests as they come.
+        #[arg(short, long)]
+        follow: bool,
+        /// The policy, or each logged request, as JSON.
         #[arg(long)]
         json: bool,
-        #[command(subcommand)]
-        action: Option<EgressAction>,
     },
     /// The daemon's and the supervised program's output.
     Logs {
@@ -424,30 +434,13 @@ pub enum Cmd {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub enum EgressAction {
-    /// Let PATTERNs through from now on (`host[:port]`, `*.example.com`, `@preset`).
-    Allow {
-        #[arg(required = true, value_name = "PATTERN", value_parser = egress_pattern)]
-        patterns: Vec<String>,
-    },
-    /// Refuse PATTERNs from now on, even where a broader rule allows them.
-    Deny {
-        #[arg(required = true, value_name = "PATTERN", value_parser = egress_pattern)]
-        patterns: Vec<String>,
-    },
-    /// Drop every `allow` and `deny` made while the room ran: the settings' rules alone.
+/// What `workroom egress` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EgressVerb {
+    Allow,
+    Deny,
     Reset,
-    /// Each request: time, host:port, allowed or refused, bytes and duration; then
-    /// the refusals counted by host.
-    Log {
-        /// Keep printing requests as they come.
-        #[arg(short, long)]
-        follow: bool,
-        /// One JSON object per request.
-        #[arg(long)]
-        json: bool,
-    },
+    Log,
 }
 
 #[derive(Debug, Subcommand)]
@@ -577,7 +570,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 }
             },
             Cmd::Ports { name, json } => forward_cmd::ports(name.as_deref(), json).await,
-            Cmd::Egress { room, json, action } => egress_cmd::run(&room, json, action).await,
+            Cmd::Egress { action, patterns, room, follow, json } => {
+                egress_cmd::run(&room, egress_cmd::Asked { action, patterns, follow, json }).await
+            }
             Cmd::Logs { name, follow, workspace_folder } => {
                 rooms::logs(name.as_deref(), &workspace_folder, follow).await
             }

@@ -321,7 +321,8 @@ mod tests {
 
     #[test]
     fn a_pattern_that_cannot_mean_a_host_is_refused_naming_it() {
-        let cases: &[(&str, fn(&PatternError) -> bool)] = &[
+        type Is = fn(&PatternError) -> bool;
+        let cases: &[(&str, Is)] = &[
             ("", |e| matches!(e, PatternError::Empty(_))),
             ("example.com:0", |e| matches!(e, PatternError::BadPort(_))),
             ("example.com:70000", |e| matches!(e, PatternError::BadPort(_))),

@@ -81,8 +81,9 @@ pub fn apply(plan: &mut CreatePlan, mode: Mode) -> Result<Vec<String>, EgressPla
         return Err(EgressPlanError::Privileged { mode: mode_name });
     }
     for cap in host.cap_add.iter().flatten() {
-        let bare = cap.trim_start_matches("CAP_").to_ascii_uppercase();
-        if NETWORK_CAPS.contains(&bare.as_str()) {
+        let upper = cap.to_ascii_uppercase();
+        let bare = upper.trim_start_matches("CAP_");
+        if NETWORK_CAPS.contains(&bare) {
             return Err(EgressPlanError::Capability { mode: mode_name, cap: cap.clone() });
         }
     }
