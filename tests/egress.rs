@@ -394,7 +394,9 @@ fn a_room_made_open_is_not_taken_for_an_allowlist_room() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--recreate") && stderr(&out).contains("`open`"), "{}", stderr(&out));
     let remade = room.ok(&["up", "--egress", "allowlist", "--recreate", "--json"]);
-    let id = serde_json::from_str::<serde_json::Value>(remade.lines().last().unwrap()).unwrap()["containerId"].clone();
+    let result: serde_json::Value = serde_json::from_str(remade.lines().last().unwrap()).unwrap();
+    assert_eq!(result["egress"], serde_json::json!({ "mode": "allowlist", "proxy": "http://127.0.0.1:3128" }));
+    let id = result["containerId"].clone();
     let mode = docker_ok(&[
         "inspect",
         "-f",
@@ -402,4 +404,34 @@ fn a_room_made_open_is_not_taken_for_an_allowlist_room() {
         id.as_str().unwrap(),
     ]);
     assert_eq!(mode, "none allowlist");
+}
+
+/// How long the forwarder may take to link to the room's new start, or to
+/// its new daemon after a hand-off, and offer egress again.
+const REJOIN_WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn the_proxy_comes_back_by_itself_after_a_restart_of_the_room_and_a_hand_off() {
+    let a = site("server-a\n");
+    let a = HostServer::http(a.path());
+    let room = Room::new(
+        serde_json::json!({ "image": DEBIAN }),
+        &format!("[egress]\nmode = \"allowlist\"\nallow = [\"host.docker.internal:{}\"]\n", a.port),
+    );
+    room.ok(&["up"]);
+    let url = format!("http://host.docker.internal:{}/", a.port);
+    let fetch = fetch_all(std::slice::from_ref(&url));
+    let through = || {
+        let out = room.workroom(&["exec", "--", "python3", "-c", &fetch]);
+        (out.status.success() && line_for(&stdout(&out), &url).ends_with("-> 200 server-a")).then_some(())
+    };
+    assert!(through().is_some());
+
+    docker_ok(&["restart", "-t", "1", &room.ws.room_name()]);
+    assert!(wait_until(REJOIN_WAIT, through).is_some(), "no way out after the restart, with no workroom command run");
+
+    room.ok(&["hand-off", "--force"]);
+    assert!(wait_until(REJOIN_WAIT, through).is_some(), "no way out after the hand-off");
+    let allowed = room.log().iter().filter(|e| e["outcome"] == "allowed").count();
+    assert!(allowed >= 3, "{:?}", room.log());
 }

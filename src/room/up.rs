@@ -40,6 +40,8 @@ pub struct UpResult {
     pub workspace: crate::plan::workspace::Decision,
     /// A linked checkout's git folder as mounted, from its label.
     pub git: Option<crate::plan::git::Summary>,
+    /// How the room reaches the network, from its label.
+    pub egress: EgressMode,
     /// Every warning, note and progress line `up` said, in order.
     pub notices: Vec<Notice>,
 }
@@ -89,6 +91,7 @@ impl Room {
             platform: room_platform(label(c, PLATFORM_LABEL)).to_string(),
             workspace: crate::plan::workspace::Decision::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref())),
             git: label(c, labels::GIT).and_then(|g| serde_json::from_str(g).ok()),
+            egress: self.egress(),
             notices: say.take(),
         }
     }
