@@ -21,6 +21,8 @@
 //!   workroomd relay`.
 //! - [`forward`]: the background forwarder: ports, ssh-agent and git
 //!   credentials carried on one link, and its state files.
+//! - [`egress`]: an `allowlist` room's rules, the proxy's reading of
+//!   requests, and the policy and log files the forwarder keeps.
 //! - [`room`]: sequences over the above: resolve the room a command means,
 //!   `up` (image, create, upload, start, hooks), compose rooms, hand-off.
 //! - [`cli`]: clap commands; each validates its arguments and runs.
@@ -36,6 +38,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod egress;
 pub mod engine;
 pub mod features;
 pub mod folders;

@@ -79,6 +79,17 @@ pub struct SettingsFile {
     pub network: NetworkFile,
     #[serde(default)]
     pub panes: PanesFile,
+    #[serde(default)]
+    pub egress: EgressFile,
+}
+
+/// The `[egress]` table: how the room reaches the network.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressFile {
+    pub mode: Option<EgressMode>,
+    /// `host[:port]` patterns and `@presets` the proxy lets through.
+    pub allow: Option<Vec<String>>,
 }
 
 /// The `[panes]` table.
@@ -135,6 +146,8 @@ impl WorkspaceMode {
     }
 }
 
+pub use crate::egress::policy::Mode as EgressMode;
+
 /// The `[forward]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,6 +188,13 @@ pub struct Settings {
     /// and a relative path are the worktree module's to resolve, against the
     /// main checkout). `None`: beside the repository.
     pub worktrees: Option<PathBuf>,
+    /// How the room reaches the network: the flag's, else the strictest
+    /// of the two files' (a project file cannot loosen what the user's
+    /// own file asks: the workspace is writable from the room).
+    pub egress: EgressMode,
+    /// What the proxy lets through: the flags', the user's file's and the
+    /// project's patterns, in that order.
+    pub egress_allow: Vec<String>,
 }
 
 impl Settings {
@@ -192,6 +212,10 @@ pub struct Flags {
     pub peer_group: Option<String>,
     /// `--workspace auto|bind|volume`.
     pub workspace: Option<WorkspaceMode>,
+    /// `--egress open|allowlist|none`.
+    pub egress: Option<EgressMode>,
+    /// `--egress-allow PATTERN`, each checked by the caller.
+    pub egress_allow: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -247,6 +271,18 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         history_bytes: project.panes.history_bytes.or(user.panes.history_bytes),
         workspace: flags.workspace.or(project.workspace).or(user.workspace).unwrap_or_default(),
         worktrees: project.worktrees.clone().or_else(|| user.worktrees.clone()),
+        egress: flags
+            .egress
+            .unwrap_or_else(|| project.egress.mode.unwrap_or_default().max(user.egress.mode.unwrap_or_default())),
+        egress_allow: {
+            let mut allow = flags.egress_allow.clone();
+            for written in [&user.egress.allow, &project.egress.allow].into_iter().flatten().flatten() {
+                if !allow.contains(written) {
+                    allow.push(written.clone());
+                }
+            }
+            allow
+        },
     }
 }
 
@@ -282,6 +318,19 @@ pub fn under_customizations(
         };
         project.network.mode = project.network.mode.or(Some(mode));
     }
+    if let Some(v) = ours.get("egress") {
+        let table: EgressFile = serde_json::from_value(v.clone()).map_err(|e| {
+            bad("egress", &format!("{{\"mode\": \"open|allowlist|none\", \"allow\": [\"pattern\", ...]}} ({e})"))
+        })?;
+        check_egress(&table).map_err(|(problem, _)| SettingsError::Parse {
+            path: config.display().to_string(),
+            message: format!("`customizations.workroom.egress.allow`: {problem}"),
+        })?;
+        project.egress.mode = project.egress.mode.or(table.mode);
+        if project.egress.allow.is_none() {
+            project.egress.allow = table.allow;
+        }
+    }
     Ok(project)
 }
 
@@ -304,7 +353,22 @@ pub fn parse(text: &str, path: &Path) -> Result<SettingsFile, SettingsError> {
             message: format!("`peer_group`: {message}"),
         })?;
     }
+    check_egress(&file.egress).map_err(|(problem, written)| {
+        let line = text.lines().position(|l| l.contains(&written)).map(|i| format!(" (line {})", i + 1));
+        SettingsError::Parse {
+            path: path.display().to_string(),
+            message: format!("[egress] allow: {problem}{}", line.unwrap_or_default()),
+        }
+    })?;
     Ok(file)
+}
+
+/// Each `allow` pattern parses: the error and the pattern as written.
+fn check_egress(table: &EgressFile) -> Result<(), (crate::egress::policy::PatternError, String)> {
+    for written in table.allow.iter().flatten() {
+        crate::egress::policy::rules(&[written]).map_err(|e| (e, written.clone()))?;
+    }
+    Ok(())
 }
 
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
@@ -563,6 +627,47 @@ mod tests {
             parse("peer_group = \"client-a\"\n", Path::new("p")).unwrap().peer_group.as_deref(),
             Some("client-a")
         );
+    }
+
+    #[test]
+    fn the_egress_mode_is_the_flags_else_the_stricter_files_and_the_patterns_are_all_of_them() {
+        let user = parse("[egress]\nmode = \"allowlist\"\nallow = [\"@pypi\"]\n", Path::new("u")).unwrap();
+        let loose =
+            parse("[egress]\nmode = \"open\"\nallow = [\"*.example.org\", \"@pypi\"]\n", Path::new("p")).unwrap();
+        let s = merge(&user, &loose, Flags::default(), "/d".into());
+        assert_eq!(s.egress, EgressMode::Allowlist, "a project file cannot loosen the user's");
+        assert_eq!(s.egress_allow, vec!["@pypi".to_string(), "*.example.org".to_string()]);
+        let strict = parse("[egress]\nmode = \"none\"\n", Path::new("p")).unwrap();
+        assert_eq!(merge(&user, &strict, Flags::default(), "/d".into()).egress, EgressMode::None);
+        let flags =
+            Flags { egress: Some(EgressMode::Open), egress_allow: vec!["a.example".into()], ..Default::default() };
+        let s = merge(&user, &strict, flags, "/d".into());
+        assert_eq!(s.egress, EgressMode::Open, "the command line is the person at the keyboard");
+        assert_eq!(s.egress_allow[0], "a.example");
+        assert_eq!(
+            merge(&SettingsFile::default(), &SettingsFile::default(), Flags::default(), "/d".into()).egress,
+            EgressMode::Open
+        );
+    }
+
+    #[test]
+    fn an_egress_table_under_customizations_is_read_and_a_bad_one_named() {
+        let custom =
+            |v: serde_json::Value| serde_json::json!({ "workroom": { "egress": v } }).as_object().unwrap().clone();
+        let ok = custom(serde_json::json!({ "mode": "allowlist", "allow": ["@github"] }));
+        let p = under_customizations(SettingsFile::default(), Some(&ok), Path::new("dc.json")).unwrap();
+        assert_eq!(p.egress.mode, Some(EgressMode::Allowlist));
+        assert_eq!(p.egress.allow, Some(vec!["@github".to_string()]));
+        for bad in
+            [serde_json::json!({ "mode": "closed" }), serde_json::json!({ "allow": ["a..b"] }), serde_json::json!("x")]
+        {
+            let err = under_customizations(SettingsFile::default(), Some(&custom(bad.clone())), Path::new("dc.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("dc.json: `customizations.workroom.egress"), "{bad}: {err}");
+        }
+        let err = parse("[egress]\nallow = [\"@nope\"]\n", Path::new("w.toml")).unwrap_err().to_string();
+        assert!(err.contains("w.toml") && err.contains("@nope") && err.contains("line 2"), "{err}");
     }
 
     #[test]

@@ -67,7 +67,11 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         (Some(_), true) => forward::host_offer(settings.unwrap_or_default()),
         _ => forward::Offer::default(),
     };
-    if forwards.is_empty() && offer.ssh_agent.is_none() && !offer.git_credentials {
+    // An `allowlist` room's proxy is served by its room process alone.
+    let egress = room_process
+        && crate::plan::egress::mode_of(found.container.config.as_ref().and_then(|c| c.labels.as_ref()))
+            == crate::settings::EgressMode::Allowlist;
+    if forwards.is_empty() && offer.ssh_agent.is_none() && !offer.git_credentials && !egress {
         bail!("nothing to forward: name ports (`workroom forward 8080`) or add `forwardPorts` to the configuration");
     }
     let plan = Plan {
@@ -77,6 +81,7 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         container_id: found.id,
         forwards,
         offer,
+        egress,
         background: a.detached,
         // The forwarder's lines, on its stderr (a background one's log).
         log: std::sync::Arc::new(crate::notices::Notices::streamed(|n| match n.level {

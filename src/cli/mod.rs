@@ -5,6 +5,7 @@
 mod agents_cmd;
 mod config_cmd;
 pub mod devcontainer;
+mod egress_cmd;
 mod exec_cmd;
 mod forward_cmd;
 mod pane_cmd;
@@ -105,7 +106,7 @@ pub struct PeerArgs {
 
 impl PeerArgs {
     fn flags(self) -> crate::settings::Flags {
-        crate::settings::Flags { peer: self.peer, peer_group: self.peer_group, workspace: None }
+        crate::settings::Flags { peer: self.peer, peer_group: self.peer_group, ..Default::default() }
     }
 }
 
@@ -129,6 +130,11 @@ pub struct WorktreeArgs {
 
 fn worktree_name(name: &str) -> Result<String, crate::plan::worktree::BadWorktreeName> {
     crate::plan::worktree::check_name(name).map(|()| name.to_string())
+}
+
+/// An `--egress-allow` pattern, checked as the settings files' are.
+fn egress_pattern(text: &str) -> Result<String, crate::egress::policy::PatternError> {
+    crate::egress::policy::rules(&[text]).map(|_| text.to_string())
 }
 
 fn peer_group(name: &str) -> Result<String, crate::settings::BadPeerGroup> {
@@ -178,6 +184,16 @@ pub enum Cmd {
         /// Default: `workspace` in .workroom.toml, else config.toml, else auto.
         #[arg(long = "workspace", value_name = "MODE")]
         workspace_mode: Option<crate::settings::WorkspaceMode>,
+        /// How a new room reaches the network: `open`; `allowlist`, no route out
+        /// but a proxy that lets through what `--egress-allow` and `[egress] allow`
+        /// name; or `none`. Default: `[egress] mode` in .workroom.toml or
+        /// config.toml (the stricter of the two), else open.
+        #[arg(long = "egress", value_name = "MODE")]
+        egress: Option<crate::settings::EgressMode>,
+        /// A `host[:port]` pattern (`*.github.com:443`) or a preset (`@pypi`)
+        /// the allowlist proxy lets through, besides the settings' (repeatable).
+        #[arg(long = "egress-allow", value_name = "PATTERN", value_parser = egress_pattern)]
+        egress_allow: Vec<String>,
         #[command(flatten)]
         worktree: WorktreeArgs,
     },
@@ -387,6 +403,27 @@ pub enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
         args: Vec<String>,
     },
+    /// An `allowlist` room's egress: its policy (no action), changes to it while
+    /// the room runs, and the log of what was allowed and refused.
+    Egress {
+        /// `allow PATTERN...`: let them through from now on (`host[:port]`,
+        /// `*.example.com`, `@preset`); `deny PATTERN...`: refuse them, even
+        /// where a broader rule allows them; `reset`: drop every allow and deny
+        /// made while the room ran; `log`: each request (time, host:port,
+        /// allowed or refused, bytes, duration), then the refusals by host.
+        /// None: print the policy.
+        action: Option<EgressVerb>,
+        #[arg(value_name = "PATTERN", value_parser = egress_pattern)]
+        patterns: Vec<String>,
+        #[command(flatten)]
+        room: RoomArgs,
+        /// `log`: keep printing requests as they come.
+        #[arg(short, long)]
+        follow: bool,
+        /// The policy, or each logged request, as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The daemon's and the supervised program's output.
     Logs {
         name: Option<String>,
@@ -395,6 +432,15 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR", default_value = ".")]
         workspace_folder: PathBuf,
     },
+}
+
+/// What `workroom egress` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EgressVerb {
+    Allow,
+    Deny,
+    Reset,
+    Log,
 }
 
 #[derive(Debug, Subcommand)]
@@ -469,6 +515,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 frozen_lockfile,
                 no_lockfile,
                 workspace_mode,
+                egress,
+                egress_allow,
                 worktree,
             } => {
                 use crate::features::LockMode;
@@ -478,7 +526,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     _ => LockMode::Write,
                 };
                 let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
-                let settings = crate::settings::Flags { workspace: workspace_mode, ..peer.flags() };
+                let settings =
+                    crate::settings::Flags { workspace: workspace_mode, egress, egress_allow, ..peer.flags() };
                 up_cmd::run(&workspace, worktree, flags, settings, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command, &[]).await,
@@ -521,6 +570,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 }
             },
             Cmd::Ports { name, json } => forward_cmd::ports(name.as_deref(), json).await,
+            Cmd::Egress { action, patterns, room, follow, json } => {
+                egress_cmd::run(&room, egress_cmd::Asked { action, patterns, follow, json }).await
+            }
             Cmd::Logs { name, follow, workspace_folder } => {
                 rooms::logs(name.as_deref(), &workspace_folder, follow).await
             }

@@ -310,6 +310,7 @@ async fn remove_room(engine: &Engine, c: &ContainerSummary, volumes: bool) -> an
         room::ready::forget(id);
         room::notes::forget(id);
     }
+    crate::egress::store::remove(&n);
     match room::compose::project_of(c).filter(|_| project) {
         Some(p) => eprintln!("removed {n} and compose project {p}"),
         None => eprintln!("removed {n}"),

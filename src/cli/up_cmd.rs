@@ -108,5 +108,13 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
     if let Some(git) = &r.git {
         out["git"] = json!(git);
     }
+    // A guardrail, when there is one: absent for an open room.
+    match r.egress {
+        crate::settings::EgressMode::Open => {}
+        crate::settings::EgressMode::Allowlist => {
+            out["egress"] = json!({ "mode": "allowlist", "proxy": crate::plan::egress::proxy_url() })
+        }
+        crate::settings::EgressMode::None => out["egress"] = json!({ "mode": "none" }),
+    }
     out
 }

@@ -81,6 +81,7 @@ pub async fn ensure_for_up(
     room: &str,
     started_at: &str,
     check: Check,
+    egress: bool,
 ) -> anyhow::Result<Option<Status>> {
     if let Some(pid) = state::background_pid(room) {
         if follows(room, pid, started_at).await {
@@ -88,7 +89,8 @@ pub async fn ensure_for_up(
         }
         state::end_background(room).await;
     }
-    let carries = !loaded.model.forward_ports.is_empty()
+    let carries = egress
+        || !loaded.model.forward_ports.is_empty()
         || match check {
             Check::Fast(settings) => {
                 super::host_ssh_agent(settings).is_some()
@@ -195,6 +197,9 @@ pub fn started_lines(status: &Status) -> Vec<String> {
     }
     if status.git_credentials {
         lines.push(format!("{}: git credentials forwarded", status.room));
+    }
+    if status.egress {
+        lines.push(format!("{}: egress through the allowlist proxy (`workroom egress` shows the policy)", status.room));
     }
     lines
 }

@@ -22,8 +22,11 @@
 //! - [`settings`]: `[forward]` opt-outs.
 //! - [`state`]: pid, log and status files; `workroom ports` reads them.
 //! - `host_credentials`: the host's side of ssh-agent and git credentials.
+//! - [`egress`]: the host's side of an `allowlist` room's proxy: each
+//!   request checked against the room's policy, logged and dialled here.
 
 pub mod background;
+pub mod egress;
 mod host_credentials;
 pub mod rejoin;
 pub mod settings;
@@ -55,6 +58,9 @@ pub struct Plan {
     pub remote_user: String,
     pub forwards: Vec<Forward>,
     pub offer: Offer,
+    /// The room is in `allowlist` mode: its proxy's requests are checked
+    /// and dialled here ([`egress`]).
+    pub egress: bool,
     pub background: bool,
     /// Where what the forwarder says goes (its log, for one in the
     /// background): streamed, never kept, as it runs for days.
@@ -91,7 +97,12 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     }
 
     let offered = offer_credentials(&room_link, &plan).await;
-    if listeners.is_empty() && !offered {
+    let live = match plan.egress {
+        true => Some(Arc::new(egress::Live::new(&plan.room, log.clone())?)),
+        false => None,
+    };
+    let proxied = offer_egress(&room_link, &plan).await;
+    if listeners.is_empty() && !offered && !proxied {
         let why: Vec<&str> = states.iter().map(|s| s.state.as_str()).collect();
         anyhow::bail!("nothing to forward for {}: {}", plan.room, why.join("; "));
     }
@@ -104,6 +115,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         git_credentials: offered && plan.offer.git_credentials,
         started_at: plan.started_at.clone(),
         rejoining: false,
+        egress: proxied,
     };
     state::write_status(&status)?;
 
@@ -121,7 +133,7 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
     let code = loop {
         let linked = std::time::Instant::now();
         let link = room_link.link().clone();
-        let serving = tokio::spawn(serve_credentials(link.clone(), offer.clone(), log.clone()));
+        let serving = tokio::spawn(serve_requests(link.clone(), offer.clone(), live.clone(), log.clone()));
         let ended = tokio::select! {
             reason = link.closed() => format!("closed its link ({reason})"),
             // The link alone does not tell: after a restart of a peer room
@@ -159,12 +171,14 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         room_link = new_link;
         // The new start's daemon knows nothing of the last one's offer.
         let offered = offer_credentials(&room_link, &plan).await;
-        if !carries_ports && !offered {
+        let proxied = offer_egress(&room_link, &plan).await;
+        if !carries_ports && !offered && !proxied {
             log.say(format!("{} started again, and there is nothing left to forward; forwards end", plan.room));
             break 0;
         }
         status.ssh_agent = offered && plan.offer.ssh_agent.is_some();
         status.git_credentials = offered && plan.offer.git_credentials;
+        status.egress = proxied;
         let restarted = started_at != status.started_at;
         status.started_at = started_at;
         status.rejoining = false;
@@ -236,10 +250,23 @@ async fn connect_when_ready(engine: &Engine, id: &str) -> Result<RoomLink, crate
     }
 }
 
-/// Answers the daemon's credential requests on one link, until it closes
-/// or its start ends.
-async fn serve_credentials(link: Link, offer: Arc<Offer>, log: Arc<Notices>) {
+/// Answers the daemon's requests on one link (credentials, the egress
+/// proxy's connections), until it closes or its start ends.
+async fn serve_requests(link: Link, offer: Arc<Offer>, live: Option<Arc<egress::Live>>, log: Arc<Notices>) {
     while let Some((request, stream)) = link.accept().await {
+        if let Request::Egress = request {
+            match &live {
+                Some(live) => {
+                    let live = live.clone();
+                    tokio::spawn(async move { egress::handle(&live, stream).await });
+                }
+                None => {
+                    let refusal = Response::error("this host process does not serve the room's egress");
+                    tokio::spawn(async move { stream.reply(refusal).await });
+                }
+            }
+            continue;
+        }
         let (offer, log) = (offer.clone(), log.clone());
         tokio::spawn(async move {
             if let Err(e) = host_credentials::handle(&offer, request, stream).await {
@@ -247,6 +274,23 @@ async fn serve_credentials(link: Link, offer: Arc<Offer>, log: Arc<Notices>) {
             }
         });
     }
+}
+
+/// Tells the daemon this link checks and dials the room's egress. A
+/// failure is said: the room then reaches nothing (it has no route out),
+/// which is the safe way to fail.
+async fn offer_egress(room_link: &RoomLink, plan: &Plan) -> bool {
+    if !plan.egress {
+        return false;
+    }
+    let why = match room_link.link().request(Request::OfferEgress { port: crate::egress::PROXY_PORT }).await {
+        Ok(Response::Ready) => return true,
+        Ok(Response::Error { message }) => message,
+        Ok(other) => format!("unexpected answer {other:?}"),
+        Err(e) => e.to_string(),
+    };
+    plan.log.warn(format!("the egress proxy of {} is not served, so it reaches nothing: {why}", plan.room));
+    false
 }
 
 /// A listener on 127.0.0.1:`port`, or, when another program holds that port

@@ -54,6 +54,9 @@ pub struct Status {
     /// room's next one, ports kept ([`super::rejoin`]).
     #[serde(default)]
     pub rejoining: bool,
+    /// The room's egress proxy is served through this forwarder.
+    #[serde(default)]
+    pub egress: bool,
 }
 
 pub fn dir() -> PathBuf {

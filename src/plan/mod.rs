@@ -5,6 +5,7 @@ pub mod blame;
 pub mod compose;
 pub mod create;
 pub mod dockerfile;
+pub mod egress;
 pub mod git;
 pub mod host_requirements;
 pub mod identity;

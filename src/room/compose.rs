@@ -215,6 +215,17 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     if let Some(c) = engine.inspect_container(name).await? {
         return Ok(Created::Theirs(c));
     }
+    if options.egress != crate::settings::EgressMode::Open {
+        // Known shortcut: the service would lose its siblings with the
+        // `none` network. Their own internal network (no route to the host
+        // or out) is the way, not yet built.
+        anyhow::bail!(
+            "{}: egress mode `{}` is not yet supported for compose rooms; `--egress open` makes the room \
+             (the allowlist holds for image and Dockerfile rooms)",
+            loaded.config_path.display(),
+            options.egress.as_str()
+        );
+    }
     let program = program(loaded).await?;
     let project = read_project(&program, loaded, compose).await?;
     let (room, said) = plan::room_config(loaded);

@@ -51,6 +51,10 @@ pub struct UpOptions {
     pub workspace: crate::settings::WorkspaceMode,
     /// What the room's forwarder carries besides ports (`[forward]`).
     pub forward: crate::forward::settings::ForwardSettings,
+    /// How a new room reaches the network (`[egress]`, `--egress`).
+    pub egress: crate::settings::EgressMode,
+    /// What an `allowlist` room's proxy lets through, as written.
+    pub egress_allow: Vec<String>,
 }
 
 /// Who is making which room, and how: what every making step reads.
@@ -294,6 +298,10 @@ pub(super) async fn room_plan(
         false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
     };
     for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
+        say.warn(format!("{name}: {w}"));
+    }
+    let config = loaded.config_path.display().to_string();
+    for w in crate::plan::egress::apply(&mut plan, options.egress).map_err(|e| anyhow::anyhow!("{config}: {e}"))? {
         say.warn(format!("{name}: {w}"));
     }
     // Before the create: when the engine refuses what metadata asked for

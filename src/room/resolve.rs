@@ -154,6 +154,8 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         lock: flags.lock,
         workspace: settings.workspace,
         forward: settings.into(),
+        egress: settings.egress,
+        egress_allow: settings.egress_allow.clone(),
     }
 }
 
@@ -260,7 +262,20 @@ mod tests {
             history_bytes: None,
             workspace: Default::default(),
             worktrees: None,
+            egress: Default::default(),
+            egress_allow: Vec::new(),
         }
+    }
+
+    #[test]
+    fn up_options_carry_the_egress_mode_and_patterns() {
+        let s = Settings {
+            egress: crate::settings::EgressMode::Allowlist,
+            egress_allow: vec!["@pypi".into()],
+            ..settings()
+        };
+        let o = up_options(&s, UpFlags::default());
+        assert_eq!((o.egress, o.egress_allow), (crate::settings::EgressMode::Allowlist, vec!["@pypi".to_string()]));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, Beside};
 use crate::plan::platform::{room_platform, PLATFORM_LABEL};
 use crate::plan::{identity, labels};
+use crate::settings::EgressMode;
 use anyhow::{bail, Context as _};
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
 use std::collections::BTreeMap;
@@ -39,6 +40,8 @@ pub struct UpResult {
     pub workspace: crate::plan::workspace::Decision,
     /// A linked checkout's git folder as mounted, from its label.
     pub git: Option<crate::plan::git::Summary>,
+    /// How the room reaches the network, from its label.
+    pub egress: EgressMode,
     /// Every warning, note and progress line `up` said, in order.
     pub notices: Vec<Notice>,
 }
@@ -68,6 +71,11 @@ impl Room {
         self.container.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default()
     }
 
+    /// The egress mode the room was made in (its label).
+    fn egress(&self) -> EgressMode {
+        crate::plan::egress::mode_of(self.container.config.as_ref().and_then(|c| c.labels.as_ref()))
+    }
+
     fn nested(&self) -> bool {
         label(&self.container, crate::plan::nested::NESTED_LABEL) == Some("1")
     }
@@ -83,6 +91,7 @@ impl Room {
             platform: room_platform(label(c, PLATFORM_LABEL)).to_string(),
             workspace: crate::plan::workspace::Decision::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref())),
             git: label(c, labels::GIT).and_then(|g| serde_json::from_str(g).ok()),
+            egress: self.egress(),
             notices: say.take(),
         }
     }
@@ -99,6 +108,9 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     if !room.created {
         super::reattach::say(engine, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
     }
+    if !room.created {
+        check_egress(&room, options)?;
+    }
     if fast_path(engine, loaded, options, &room, say).await {
         return Ok(room.result(loaded, say));
     }
@@ -107,7 +119,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     let (link, metadata) = link(engine, loaded, &mut room, say).await?;
     // Before the hooks, so they can use the forwarded credentials.
     let check = full_check.unwrap_or_else(|| Check::full(loaded, options.forward));
-    keep_forwarder(loaded, &room.name, &started_at, check, say).await;
+    keep_forwarder(loaded, &room, options, &started_at, check, say).await;
     let probed = run_hooks(engine, loaded, options, &room, &link, &metadata, say).await?;
     report(engine, &room, &link, probed.as_ref(), say).await?;
     Ok(room.result(loaded, say))
@@ -230,7 +242,7 @@ async fn fast_path(engine: &Engine, loaded: &Loaded, options: &UpOptions, room: 
     }
     // State files only: a forwarder that died or belongs to an earlier
     // start is replaced without a daemon link.
-    keep_forwarder(loaded, &room.name, &started_at, Check::Fast(options.forward), say).await;
+    keep_forwarder(loaded, room, options, &started_at, Check::Fast(options.forward), say).await;
     // Only rooms that run the image's program pay a link for its state.
     let entrypoint = room.container.config.as_ref().and_then(|c| c.entrypoint.clone()).unwrap_or_default();
     if super::program::has_program(&entrypoint) {
@@ -382,14 +394,58 @@ async fn report(
 /// Starts the room's background forwarder when it has none for this start
 /// and there is something to carry. A forwarder that cannot start (every
 /// port taken) is a warning: the room and its hooks do not depend on it.
-async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, check: Check, say: &Notices) {
-    match crate::forward::background::ensure_for_up(loaded, name, started_at, check).await {
+async fn keep_forwarder(
+    loaded: &Loaded,
+    room: &Room,
+    options: &UpOptions,
+    started_at: &str,
+    check: Check,
+    say: &Notices,
+) {
+    let name = room.name.as_str();
+    let proxied = room.egress() == EgressMode::Allowlist;
+    if proxied {
+        // Every `up`, the fast path's too: an edited allow list applies to
+        // the running room at once, and is said.
+        match crate::egress::store::set_from_settings(name, EgressMode::Allowlist, &options.egress_allow) {
+            Ok(Some(now)) => say.note(format!("{name}: the egress allowlist is now: {}", shown_rules(&now))),
+            Ok(None) => {}
+            Err(e) => say.warn(format!("{name}: the egress policy was not updated, the last one holds: {e:#}")),
+        }
+    }
+    match crate::forward::background::ensure_for_up(loaded, name, started_at, check, proxied).await {
         Ok(Some(status)) => {
             for line in crate::forward::background::started_lines(&status) {
                 say.say(line);
             }
         }
         Ok(None) => {}
+        Err(e) if proxied => say.warn(format!(
+            "{name}: ports and credentials are not forwarded, and the room reaches nothing (its egress proxy has no host): {e:#}"
+        )),
         Err(e) => say.warn(format!("{name}: ports and credentials are not forwarded: {e:#}")),
     }
+}
+
+fn shown_rules(rules: &[String]) -> String {
+    match rules.is_empty() {
+        true => "nothing (`workroom egress allow PATTERN` adds a rule)".into(),
+        false => rules.join(", "),
+    }
+}
+
+/// A room made in a looser egress mode than the settings now ask is not
+/// used as if it were stricter: that is a guardrail silently missing.
+/// A stricter room than asked is kept, with a word.
+fn check_egress(room: &Room, options: &UpOptions) -> anyhow::Result<()> {
+    let made = room.egress();
+    if made < options.egress {
+        bail!(
+            "{} was made with egress `{}`, and the settings ask `{}`; `workroom up --recreate` makes it anew              (nothing in it but the workspace is kept)",
+            room.name,
+            made.as_str(),
+            options.egress.as_str()
+        );
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@
 //!   read by the daemon's `agents` job and printed by the host.
 //! - [`atomic`]: a file replaced whole (a unique temporary name, then a
 //!   rename), for the daemon's state and the host's.
+//! - [`clock`]: wall-clock times as both sides print them.
 //! - [`files`]: a folder's files as `workroom sync` compares them, written
 //!   by the daemon's `files` job.
 //! - [`locks`]: one way to take a lock: poison is taken, not a panic.
@@ -36,6 +37,7 @@
 
 pub mod agents;
 pub mod atomic;
+pub mod clock;
 pub mod files;
 pub mod locks;
 pub mod paths;

@@ -156,7 +156,7 @@ impl Panes {
                 EndedPane {
                     message: format!(
                         "pane {name} {how} {}{}",
-                        utc(started_unix_ms),
+                        workroomd::clock::utc(started_unix_ms),
                         if screen.is_some() { "" } else { " (its screen was not kept)" }
                     ),
                     screen: screen.map(|s| String::from_utf8_lossy(&s).into_owned()),
@@ -450,23 +450,6 @@ pub async fn kill(state: &State, handle: &StreamHandle, name: &str) -> Result<()
     handle.reply(Response::Done).await
 }
 
-/// `2024-05-01 12:34:56 UTC` without a date crate (days to civil date:
-/// Howard Hinnant's algorithm).
-pub fn utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,12 +556,6 @@ mod tests {
         for bad in ["", "../x", "a/b", ".hidden", "a b", &"x".repeat(MAX_NAME + 1)] {
             assert!(!valid_name(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn times_read_as_utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_709_210_096_000), "2024-02-29 12:34:56 UTC");
     }
 
     #[test]

@@ -244,6 +244,10 @@ async fn serve_link(state: Arc<State>, link: Link) {
             tokio::spawn(offer);
             continue;
         }
+        if let Request::OfferEgress { port } = request {
+            tokio::spawn(crate::egress::offer(state.clone(), link.clone(), handle, port));
+            continue;
+        }
         tokio::spawn(handle_request(state.clone(), conn, request, handle, host_gone.clone()));
     }
     let _ = gone.send(true);
@@ -287,7 +291,8 @@ async fn handle_request(
         Request::OfferCredentials { .. } => {
             handle.reply(Response::error("credentials are offered once per link")).await
         }
-        Request::SshAgent | Request::GitCredential { .. } => {
+        Request::OfferEgress { .. } => handle.reply(Response::error("egress is offered once per link")).await,
+        Request::SshAgent | Request::GitCredential { .. } | Request::Egress => {
             handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
         }
         Request::OpenPane(pane) => crate::panes::open(&state, &handle, pane).await,

@@ -32,6 +32,8 @@ pub struct State {
     pub namespace: crate::admit::Namespace,
     /// What host links offer of their credentials, and the sockets serving them.
     pub credentials: crate::credentials::Credentials,
+    /// The egress proxy's listener and the host links that check its requests.
+    pub egress: crate::egress::Egress,
     /// Lifecycle hooks running as the daemon's jobs, and the start plan.
     pub hooks: crate::hooks::Hooks,
 }
@@ -58,6 +60,7 @@ impl State {
             markers_file,
             namespace: crate::admit::Namespace::own(),
             credentials: Default::default(),
+            egress: Default::default(),
             hooks,
         }
     }

@@ -254,6 +254,19 @@ pub enum Request {
         ssh_agent: bool,
         git_credentials: bool,
     },
+    /// Host to daemon, non-streaming: this link checks and dials the room's
+    /// egress until it closes. The daemon serves an HTTP proxy on the
+    /// room's `127.0.0.1:port` and carries each of its connections to the
+    /// newest such link as an [`Request::Egress`] stream; the proxy reads
+    /// nothing of what it carries. [`Response::Ready`] once it listens, or
+    /// `Error` naming why it cannot.
+    OfferEgress { port: u16 },
+    /// Daemon to host (an even stream id), streaming: one connection to the
+    /// room's egress proxy. `Ready` at once, then the client's bytes as
+    /// `Data` and what the host answers (the proxy's own answer, then the
+    /// far server's bytes) as `Data` back: the host reads the request,
+    /// checks it against the room's policy, and dials.
+    Egress,
     /// Daemon to host (an even stream id), streaming: one connection to the
     /// host's ssh-agent (`$SSH_AUTH_SOCK`). `Ready` once the host reached its
     /// agent, then the agent protocol's bytes both ways as `Data`.
@@ -339,6 +352,7 @@ impl Request {
             | Request::Echo
             | Request::Connect { .. }
             | Request::SshAgent
+            | Request::Egress
             | Request::Attach { .. }
             | Request::CapturePane(_) => true,
             Request::Status
@@ -347,6 +361,7 @@ impl Request {
             | Request::SetMarker { .. }
             | Request::SetStartPlan(_)
             | Request::OfferCredentials { .. }
+            | Request::OfferEgress { .. }
             | Request::GitCredential { .. }
             | Request::OpenPane(_)
             | Request::ResizePane { .. }
@@ -895,6 +910,16 @@ mod tests {
         assert!(!offer.is_streaming());
         round_trip(&offer);
         round_trip(&Response::Credential { output: "username=u\n".into() });
+    }
+
+    #[test]
+    fn the_egress_offer_is_answered_once_and_each_proxy_connection_streams() {
+        let offer = Request::OfferEgress { port: 3128 };
+        assert_eq!(wire(&offer), json!({"op": "offer_egress", "port": 3128}));
+        assert!(!offer.is_streaming());
+        assert_eq!(wire(&Request::Egress), json!({"op": "egress"}));
+        assert!(Request::Egress.is_streaming());
+        round_trip(&offer);
     }
 
     #[test]
