@@ -379,7 +379,7 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str, log: &Notices) {
         user: Some(user.to_string()),
         ..Default::default()
     };
-    match room_link.run_prefixed(request, "git credential helper").await {
+    match room_link.run_prefixed(request, "git credential helper", log).await {
         Ok(status) if status.code == Some(0) => {}
         Ok(status) => log.warn(format!("could not configure git's credential helper in the room ({status:?})")),
         Err(e) => {

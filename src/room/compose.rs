@@ -200,7 +200,7 @@ async fn service_image(
         action,
     })?;
     let (name, facts) =
-        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock).await?;
+        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock, say).await?;
     Ok(ServiceImage { derived: name != image, name, facts })
 }
 

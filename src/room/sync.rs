@@ -120,17 +120,17 @@ pub struct Report {
     pub direction: Direction,
 }
 
-/// Pulls or pushes the workspace of the running room `c` (its id `id`)
-/// against `folder`, limited to `only` (relative to the folder).
+/// Pulls or pushes the workspace of the running room `room` against
+/// `folder`, limited to `only` (relative to the folder).
 pub async fn sync(
     engine: &Engine,
-    id: &str,
-    room: &str,
-    c: &ContainerInspectResponse,
+    room: &super::resolve::Room,
     folder: &Path,
     direction: Direction,
     only: Option<&str>,
+    say: &crate::notices::Notices,
 ) -> anyhow::Result<Report> {
+    let (id, c, room) = (&room.id, &room.container, &room.name);
     let (_volume, root) = volume_mount(c, room)?;
     let base = load_base(room)?;
     let (files, git) = super::workspace_volume::files_of(folder)?;
@@ -161,7 +161,7 @@ pub async fn sync(
             if !plan.copy.is_empty() {
                 let files: Vec<PathBuf> = plan.copy.iter().map(PathBuf::from).collect();
                 let label = format!("pushing {} files into {room}", files.len());
-                super::workspace_volume::upload(engine, id, folder, &root, files, &label).await?;
+                super::workspace_volume::upload(engine, id, (folder, files), &root, &label, say).await?;
             }
             if !plan.delete.is_empty() {
                 let mut argv = vec![workroomd::room::DAEMON_PATH.to_string(), "files".into(), root.clone()];

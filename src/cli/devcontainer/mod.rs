@@ -15,7 +15,7 @@ mod log;
 
 use super::{RoomArgs, WorkspaceArgs};
 use crate::engine::Engine;
-use crate::notices::Notices;
+use crate::notices::{Event, Notices};
 use crate::room::resolve::{Resolved, UpFlags};
 use crate::room::up;
 use anyhow::{bail, Context as _};
@@ -236,7 +236,13 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
         name: None,
         lock,
     };
-    let notices = Notices::new(move |n| log.notice(n));
+    // With JSON logs, a notice keeps its level; the rest is plain lines on
+    // stderr, which the face's relay wraps (`log.rs`).
+    let stderr = super::progress::Stderr::new();
+    let notices = Notices::new(move |e| match (log.0, e) {
+        (Format::Json, Event::Notice(n)) => log.notice(n),
+        (_, e) => stderr.show(e),
+    });
     let r = up::up(&engine, &resolved.loaded, &resolved.up_options(flags), &notices).await?;
     // Key for key and in the reference's order (a compose room's project
     // after the container), for callers that compare the text.
