@@ -593,6 +593,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_hook_begun_under_an_up_that_died_is_warned_of_once_and_one_done_says_nothing() {
+        let said = Notices::kept();
+        say_interrupted(&said, Once::Done, "postCreateCommand");
+        assert!(said.take().is_empty());
+        say_interrupted(&said, Once::Interrupted, "postCreateCommand");
+        assert_eq!(
+            said.take(),
+            [crate::notices::Notice {
+                level: crate::notices::Level::Warning,
+                text: "postCreateCommand began under an `up` that died before it ended; it is not run twice \
+                       (`workroom up --recreate` makes the room afresh)"
+                    .into(),
+            }]
+        );
+    }
+
+    #[test]
     fn a_claim_of_a_dead_local_process_is_abandoned_and_a_live_or_foreign_one_is_not() {
         let me = format!("running:{}:{}:1", host_name(), std::process::id());
         assert!(!is_abandoned(&me));

@@ -383,7 +383,14 @@ async fn report(
 /// and there is something to carry. A forwarder that cannot start (every
 /// port taken) is a warning: the room and its hooks do not depend on it.
 async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, check: Check, say: &Notices) {
-    match crate::forward::background::ensure_for_up(loaded, name, started_at, check).await {
+    let kept = crate::forward::background::ensure_for_up(loaded, name, started_at, check).await;
+    say_forwarder(name, kept, say);
+}
+
+/// What `up` says of the room's forwarder: what a new one carries, or why
+/// there is none.
+fn say_forwarder(name: &str, kept: anyhow::Result<Option<crate::forward::state::Status>>, say: &Notices) {
+    match kept {
         Ok(Some(status)) => {
             for line in crate::forward::background::started_lines(&status) {
                 say.say(line);
@@ -391,5 +398,47 @@ async fn keep_forwarder(loaded: &Loaded, name: &str, started_at: &str, check: Ch
         }
         Ok(None) => {}
         Err(e) => say.warn(format!("{name}: ports and credentials are not forwarded: {e:#}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forward::spec::Forward;
+    use crate::forward::state::{ForwardState, Status};
+    use crate::notices::Level;
+
+    #[test]
+    fn a_new_forwarder_says_each_port_it_carries_and_one_that_cannot_start_is_a_warning_not_a_failure() {
+        let forward = |host_port, asked_port| ForwardState {
+            forward: Forward { host_port, target_host: "localhost".into(), target_port: 3000, label: None },
+            state: "listening".into(),
+            asked_port,
+        };
+        let status = Status {
+            room: "wr-room".into(),
+            pid: 7,
+            background: true,
+            forwards: vec![forward(3000, None), forward(3001, Some(3000))],
+            ssh_agent: true,
+            git_credentials: false,
+            started_at: String::new(),
+            rejoining: false,
+        };
+        let said = Notices::kept();
+        say_forwarder("wr-room", Ok(Some(status)), &said);
+        let lines: Vec<(Level, String)> = said.take().into_iter().map(|n| (n.level, n.text)).collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines.iter().all(|(level, _)| *level == Level::Said));
+        assert_eq!(lines[0].1, "wr-room: 127.0.0.1:3000 -> localhost:3000 listening");
+        assert_eq!(lines[1].1, "wr-room: 127.0.0.1:3001 -> localhost:3000 listening (port 3000 is taken on the host)");
+        assert_eq!(lines[2].1, "wr-room: ssh-agent forwarded");
+        say_forwarder("wr-room", Ok(None), &said);
+        assert!(said.take().is_empty(), "a forwarder already running says nothing");
+        say_forwarder("wr-room", Err(anyhow::anyhow!("every port is taken")), &said);
+        let warned = said.take();
+        assert_eq!(warned.len(), 1);
+        assert_eq!(warned[0].level, Level::Warning);
+        assert_eq!(warned[0].text, "wr-room: ports and credentials are not forwarded: every port is taken");
     }
 }
