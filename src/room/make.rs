@@ -84,7 +84,7 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
-    create::check(loaded, &crate::plan::run_args::RealHost)?;
+    create::check(loaded, &super::HostFiles)?;
     // Before anything of the room's is made: whether the engine sees the
     // workspace folder, or the workspace goes into a volume.
     let workspace = super::workspace_volume::decide(engine, loaded, name, options.workspace).await?;
@@ -287,7 +287,7 @@ pub(super) async fn room_plan(
         metadata: &metadata,
         metadata_privileged: !options.refuse_metadata_privileged,
         peer: peer_setup.as_ref().map(|p| &p.join),
-        host: &crate::plan::run_args::RealHost,
+        host: &super::HostFiles,
     };
     let mut plan = create::plan_with_peers(loaded, &inputs)?;
     let confinement = match options.shape.nested {
