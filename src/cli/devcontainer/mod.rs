@@ -120,15 +120,17 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     // `--version` and `--help` alone, as callers probe a CLI before using it.
     // The version is workroom's: claiming the reference's would be a lie.
     match words {
+        // A closed stdout (`devcontainer --version | true`) is a quiet
+        // end, as for any of our output; nothing else can fail here.
         [only] if only == "--version" => {
-            println!("{}", env!("CARGO_PKG_VERSION"));
+            let _ = crate::output::print(&format!("{}\n", env!("CARGO_PKG_VERSION")));
             return 0;
         }
         [only] if only == "--help" => {
-            println!(
+            let _ = crate::output::print(
                 "devcontainer <command> (workroom's devcontainer face)\n\n\
                  up, exec and read-configuration take the reference CLI's command lines;\n\
-                 docs/guide.md, \"Using workroom where the devcontainer CLI is expected\", lists every flag."
+                 docs/guide.md, \"Using workroom where the devcontainer CLI is expected\", lists every flag.\n",
             );
             return 0;
         }
