@@ -124,17 +124,25 @@ pub struct Report {
     pub direction: Direction,
 }
 
-/// Pulls or pushes the workspace of the running room `room` against
+/// The running room a sync is with.
+pub struct Target<'a> {
+    pub id: &'a str,
+    /// Its container name.
+    pub name: &'a str,
+    pub container: &'a ContainerInspectResponse,
+}
+
+/// Pulls or pushes the workspace of the running room `target` against
 /// `folder`, limited to `only` (relative to the folder).
 pub async fn sync(
     engine: &Engine,
-    room: &super::resolve::Room,
+    target: Target<'_>,
     folder: &Path,
     direction: Direction,
     only: Option<&str>,
     say: &crate::notices::Notices,
 ) -> anyhow::Result<Report> {
-    let (id, c, room) = (&room.id, &room.container, &room.name);
+    let Target { id, name: room, container: c } = target;
     let (_volume, root) = volume_mount(c, room)?;
     let base = load_base(room)?;
     let (files, git) = super::workspace_volume::files_of(folder)?;
