@@ -12,11 +12,32 @@
 //! The rule, the XDG Base Directory spec's: a variable that is unset, empty
 //! or not an absolute path is ignored and the default under `HOME` is
 //! used. Five hand copies of it once differed (one took an empty
-//! `XDG_CACHE_HOME` as the current folder). Without `HOME` either, there is
-//! no folder, and each caller says what that costs it.
+//! `XDG_CACHE_HOME` as the current folder, the forwarders' state fell back
+//! to a `/tmp` every user shares). Without `HOME` either, there is no
+//! folder, and each caller says what that costs it.
+//!
+//! The state folder is private to its user ([`private`]): it holds what a
+//! forwarder logs of the credentials it carries, the compose override files
+//! with the room's environment, and the pid files `stop` signals, which
+//! another user must not plant.
 
 use std::ffi::OsString;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// A folder only its user may enter, as the XDG spec asks of the folders
+/// it names.
+const PRIVATE_MODE: u32 = 0o700;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FolderError {
+    #[error("no folder for workroom's {kind} files: HOME is unset, and so is {variable}", kind = kind.name(), variable = kind.variable())]
+    NoHome { kind: Kind },
+    #[error("cannot make {path}: {error}", path = path.display())]
+    Make { path: PathBuf, error: std::io::Error },
+    #[error("{path} belongs to uid {owner}, not to this user ({uid}); remove it or set {variable}", path = path.display(), variable = kind.variable())]
+    NotOwn { kind: Kind, path: PathBuf, owner: u32, uid: u32 },
+}
 
 /// A kind of host folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +55,15 @@ impl Kind {
             Kind::State => "XDG_STATE_HOME",
             Kind::Config => "XDG_CONFIG_HOME",
             Kind::Data => "XDG_DATA_HOME",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Cache => "cache",
+            Kind::State => "state",
+            Kind::Config => "config",
+            Kind::Data => "data",
         }
     }
 
@@ -60,6 +90,32 @@ pub fn workroom_in(kind: Kind, env: impl Fn(&str) -> Option<OsString>) -> Option
 /// workroom's folder of `kind` in this process's environment.
 pub fn workroom(kind: Kind) -> Option<PathBuf> {
     workroom_in(kind, |k| std::env::var_os(k))
+}
+
+/// workroom's folder of `kind`, made when missing, and this user's alone
+/// (0700; a wider one of ours is narrowed): one another user made or can
+/// enter is refused.
+pub fn private(kind: Kind) -> Result<PathBuf, FolderError> {
+    let path = workroom(kind).ok_or(FolderError::NoHome { kind })?;
+    make_private(kind, &path, nix::unistd::getuid().as_raw())?;
+    Ok(path)
+}
+
+/// `path` made (its missing parents too, 0700 as the XDG spec asks), owned
+/// by `uid` and 0700.
+fn make_private(kind: Kind, path: &Path, uid: u32) -> Result<(), FolderError> {
+    let make = |error| FolderError::Make { path: path.to_path_buf(), error };
+    std::fs::DirBuilder::new().recursive(true).mode(PRIVATE_MODE).create(path).map_err(make)?;
+    // Followed: a link the user made to a folder of their own is theirs to
+    // make; where it leads is what must be ours.
+    let meta = std::fs::metadata(path).map_err(make)?;
+    if meta.uid() != uid {
+        return Err(FolderError::NotOwn { kind, path: path.to_path_buf(), owner: meta.uid(), uid });
+    }
+    if meta.mode() & 0o777 != PRIVATE_MODE {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_MODE)).map_err(make)?;
+    }
+    Ok(())
 }
 
 /// `$XDG_CACHE_HOME/workroom/<name>` (else `~/.cache/workroom/<name>`).
@@ -117,6 +173,32 @@ mod tests {
         assert_eq!(workroom_in(Kind::Cache, env(&[])), None);
         assert_eq!(workroom_in(Kind::State, env(&[("HOME", "")])), None);
         assert_eq!(workroom_in(Kind::Data, env(&[("XDG_DATA_HOME", "/d")])), Some(PathBuf::from("/d/workroom")));
+    }
+
+    #[test]
+    fn a_private_folder_is_made_0700_with_its_parents_and_a_wider_one_is_narrowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let uid = nix::unistd::getuid().as_raw();
+        let path = dir.path().join("state/workroom");
+        make_private(Kind::State, &path, uid).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), PRIVATE_MODE);
+        assert_eq!(mode(&dir.path().join("state")), PRIVATE_MODE);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        make_private(Kind::State, &path, uid).unwrap();
+        assert_eq!(mode(&path), PRIVATE_MODE, "an open folder of ours is closed again");
+    }
+
+    #[test]
+    fn a_folder_of_another_user_is_refused_naming_it_and_the_variable_that_moves_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let uid = nix::unistd::getuid().as_raw();
+        let path = dir.path().join("workroom");
+        std::fs::create_dir(&path).unwrap();
+        // Another user's, as seen from a uid that is not ours.
+        let error = make_private(Kind::State, &path, uid + 1).unwrap_err();
+        assert!(matches!(&error, FolderError::NotOwn { owner, .. } if *owner == uid), "{error}");
+        assert!(error.to_string().contains("XDG_STATE_HOME"), "{error}");
     }
 
     #[test]

@@ -27,9 +27,10 @@
 //!   `up` (image, create, upload, start, hooks), compose rooms, hand-off.
 //! - [`cli`]: clap commands; each validates its arguments and runs.
 //! - [`folders`]: the host folders (cache, state, config, data) by one rule;
-//!   [`notices`]: what room operations say, handed to the caller, not printed.
-//! - [`output`]: stdout without a panic on a closed pipe; [`progress`]:
-//!   what a person sees on stderr while `up` pulls and builds; [`logs`]:
+//!   [`notices`]: what room operations say (warnings, progress, the output
+//!   of what they run), handed to the caller as data, not printed: `cli`
+//!   draws it on stderr.
+//! - [`output`]: stdout without a panic on a closed pipe; [`logs`]:
 //!   `WORKROOM_LOG`'s diagnostic lines, apart from both; [`heap`]: how
 //!   the C library keeps freed memory for the link's traffic.
 //!
@@ -49,7 +50,6 @@ pub mod logs;
 pub mod notices;
 pub mod output;
 pub mod plan;
-pub mod progress;
 pub mod retry;
 pub mod room;
 pub mod settings;

@@ -4,7 +4,7 @@
 //! stdin and stdout.
 
 use crate::engine::{Engine, EngineError, ExecSpec};
-use std::io::Write;
+use crate::notices::Notices;
 use workroomd::proto::{
     DaemonStatus, Event, ExitStatus, Expected, Hello, Link, LinkError, Request, Response, Role, RunRequest,
     StreamError, StreamHandle,
@@ -191,13 +191,19 @@ impl RoomLink {
         }
     }
 
-    /// Runs a command without stdin, its output on our stderr, each line
-    /// prefixed with `[label]`; returns its exit status.
-    pub async fn run_prefixed(&self, request: RunRequest, label: &str) -> Result<ExitStatus, RoomLinkError> {
+    /// Runs a command without stdin, its output (stdout and stderr) said
+    /// to `say` as output, each line prefixed with `[label]`; returns its
+    /// exit status.
+    pub async fn run_prefixed(
+        &self,
+        request: RunRequest,
+        label: &str,
+        say: &Notices,
+    ) -> Result<ExitStatus, RoomLinkError> {
         let handle = self.run(RunRequest { stdin: false, ..request }).await?;
         let _ = handle.send_eof().await;
-        let mut out = LinePrefixer::new(label);
-        let mut err = LinePrefixer::new(label);
+        let mut out = LinePrefixer::new(label, say);
+        let mut err = LinePrefixer::new(label, say);
         let mut exit = ExitStatus { code: None, signal: None };
         while let Some(event) = handle.recv().await {
             match event {
@@ -216,25 +222,27 @@ impl RoomLink {
     }
 }
 
-/// Writes output to stderr line by line with a label in front, so the
-/// output of parallel hooks stays readable.
-struct LinePrefixer {
+/// Says output line by line with a label in front, so the output of
+/// parallel hooks stays readable.
+struct LinePrefixer<'a> {
     label: String,
     partial: Vec<u8>,
+    say: &'a Notices,
 }
 
-impl LinePrefixer {
-    fn new(label: &str) -> Self {
-        LinePrefixer { label: format!("[{label}] "), partial: Vec::new() }
+impl<'a> LinePrefixer<'a> {
+    fn new(label: &str, say: &'a Notices) -> Self {
+        LinePrefixer { label: format!("[{label}] "), partial: Vec::new(), say }
     }
 
     fn write(&mut self, bytes: &[u8]) {
         self.partial.extend_from_slice(bytes);
         while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=pos).collect();
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(self.label.as_bytes());
-            let _ = err.write_all(&line);
+            // One piece per line, label and all: lines of parallel hooks
+            // never interleave within a line.
+            let mut line = self.label.as_bytes().to_vec();
+            line.extend(self.partial.drain(..=pos));
+            self.say.output(&line);
         }
     }
 
@@ -251,6 +259,18 @@ impl LinePrefixer {
 mod tests {
     use super::*;
     use workroomd::proto::Role;
+
+    #[test]
+    fn a_commands_output_is_said_a_whole_labelled_line_at_a_time_and_its_last_line_is_ended() {
+        let (said, seen) = crate::notices::recorded();
+        let mut out = LinePrefixer::new("postCreateCommand", &said);
+        out.write(b"one\ntw");
+        out.write(b"o\nthree");
+        assert_eq!(*seen.lock().unwrap(), ["output [postCreateCommand] one\n", "output [postCreateCommand] two\n"]);
+        out.finish();
+        assert_eq!(seen.lock().unwrap().last().map(String::as_str), Some("output [postCreateCommand] three\n"));
+        assert!(said.take().is_empty(), "output is drawn, not kept with the notices");
+    }
 
     #[test]
     fn a_link_or_stream_failure_says_its_cause_once() {

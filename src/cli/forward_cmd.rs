@@ -4,6 +4,7 @@ use super::WorkspaceArgs;
 use crate::config::Loaded;
 use crate::engine::Engine;
 use crate::forward::{self, spec, state, Plan};
+use crate::notices::{Event, Level};
 use crate::output;
 use crate::room::resolve;
 use anyhow::bail;
@@ -84,10 +85,13 @@ pub async fn forward(a: ForwardArgs) -> anyhow::Result<i32> {
         egress,
         background: a.detached,
         // The forwarder's lines, on its stderr (a background one's log).
-        log: std::sync::Arc::new(crate::notices::Notices::streamed(|n| match n.level {
-            crate::notices::Level::Said => eprintln!("workroom: {}", n.text),
-            _ => eprintln!("{n}"),
-        })),
+        log: {
+            let stderr = super::progress::Stderr::new();
+            std::sync::Arc::new(crate::notices::Notices::streamed(move |e| match e {
+                Event::Notice(n) if n.level == Level::Said => stderr.line(&format!("workroom: {}", n.text)),
+                e => stderr.show(e),
+            }))
+        },
     };
     forward::run(&engine, plan).await
 }

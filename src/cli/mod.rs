@@ -9,6 +9,7 @@ mod egress_cmd;
 mod exec_cmd;
 mod forward_cmd;
 mod pane_cmd;
+mod progress;
 mod rooms;
 mod shell_cmd;
 mod stdin_pump;
@@ -77,13 +78,14 @@ impl RoomArgs {
     }
 }
 
-/// Says what a command that makes the room should say about its file first.
-/// What a room operation says, printed on stderr as it comes (and kept
-/// for its result).
+/// What a room operation says, drawn on stderr as it comes (and its
+/// notices kept for its result).
 fn on_stderr() -> crate::notices::Notices {
-    crate::notices::Notices::new(|n| eprintln!("{n}"))
+    let stderr = progress::Stderr::new();
+    crate::notices::Notices::new(move |e| stderr.show(e))
 }
 
+/// Says what a command that makes the room should say about its file first.
 fn print_warnings(resolved: &crate::room::resolve::Resolved) {
     for w in resolved.warnings() {
         eprintln!("warning: {w}");

@@ -121,9 +121,28 @@ impl Default for Size {
     }
 }
 
+/// What `shell` refuses: its arguments, or a pane `shell -d` cannot open.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShellError {
+    #[error("{text:?} is not a size: give COLSxROWS, e.g. 120x40")]
+    Size { text: String },
+    #[error(
+        "pane {pane} already runs `{command}` (pid {pid}); `workroom kill-pane {pane}` ends it, or give another name"
+    )]
+    PaneRuns { pane: String, command: String, pid: u32 },
+    #[error(
+        "the program of pane {pane} {ended} and this room's daemon keeps it; `workroom kill-pane {pane}` removes it"
+    )]
+    PaneEnded { pane: String, ended: String },
+    #[error("cannot open pane {pane}: {message}")]
+    Open { pane: String, message: String },
+    #[error("the daemon answered {answer} to opening pane {pane}")]
+    Answer { pane: String, answer: String },
+}
+
 /// `--size`: `COLSxROWS`, as terminal sizes are said (80x24).
-pub fn parse_size(text: &str) -> Result<Size, String> {
-    let bad = || format!("{text:?} is not a size: give COLSxROWS, e.g. 120x40");
+pub fn parse_size(text: &str) -> Result<Size, ShellError> {
+    let bad = || ShellError::Size { text: text.to_string() };
     let (cols, rows) = text.split_once(['x', 'X']).ok_or_else(bad)?;
     let number = |s: &str| s.trim().parse::<u16>().ok().filter(|n| *n > 0);
     match (number(cols), number(rows)) {
@@ -156,7 +175,7 @@ pub async fn shell_detached(args: &RoomArgs, pane: &str, size: Size, command: Ve
             crate::output::print(&format!("{pane}\n"))?;
             Ok(0)
         }
-        Err(line) => bail!("{line}"),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -168,26 +187,21 @@ pub async fn shell_detached(args: &RoomArgs, pane: &str, size: Size, command: Ve
 /// one was: CMD would not run, and saying nothing would hide that. One whose
 /// program exited is replaced (the daemon does it, asked by
 /// `replace_exited`), and that is said.
-pub fn detached_outcome(pane: &str, asked_command: bool, reply: Response) -> Result<Option<String>, String> {
+pub fn detached_outcome(pane: &str, asked_command: bool, reply: Response) -> Result<Option<String>, ShellError> {
+    let named = pane;
+    let pane = || named.to_string();
     match reply {
         Response::PaneOpened { created: true, replaced: Some(status), .. } => {
-            Ok(Some(format!("the program of pane {pane} {}; a new pane {pane} replaces it", status.describe())))
+            Ok(Some(format!("the program of pane {named} {}; a new pane {named} replaces it", status.describe())))
         }
         Response::PaneOpened { created: true, .. } => Ok(None),
         Response::PaneOpened { created: false, pane: info, .. } => match (info.exited, asked_command) {
-            (None, false) => Ok(Some(format!("pane {pane} already runs; it is left as it is"))),
-            (None, true) => Err(format!(
-                "pane {pane} already runs `{}` (pid {}); `workroom kill-pane {pane}` ends it, or give another name",
-                info.command.join(" "),
-                info.pid
-            )),
-            (Some(status), _) => Err(format!(
-                "the program of pane {pane} {} and this room's daemon keeps it; `workroom kill-pane {pane}` removes it",
-                status.describe()
-            )),
+            (None, false) => Ok(Some(format!("pane {named} already runs; it is left as it is"))),
+            (None, true) => Err(ShellError::PaneRuns { pane: pane(), command: info.command.join(" "), pid: info.pid }),
+            (Some(status), _) => Err(ShellError::PaneEnded { pane: pane(), ended: status.describe() }),
         },
-        Response::Error { message } => Err(format!("cannot open pane {pane}: {message}")),
-        other => Err(format!("the daemon answered {other:?} to opening pane {pane}")),
+        Response::Error { message } => Err(ShellError::Open { pane: pane(), message }),
+        other => Err(ShellError::Answer { pane: pane(), answer: format!("{other:?}") }),
     }
 }
 
@@ -337,7 +351,8 @@ mod tests {
         assert_eq!(parse_size("80X24"), Ok(Size::default()));
         for bad in ["120", "0x24", "80x0", "x24", "80x", "-1x24", "80x24x2", "99999x1"] {
             let error = parse_size(bad).unwrap_err();
-            assert!(error.contains("give COLSxROWS, e.g. 120x40"), "{bad}: {error}");
+            assert_eq!(error, ShellError::Size { text: bad.into() });
+            assert!(error.to_string().contains("give COLSxROWS, e.g. 120x40"), "{bad}: {error}");
         }
     }
 
@@ -366,12 +381,14 @@ mod tests {
         // A command asked: it would not run, so that is an error.
         let refused = detached_outcome("agent", true, opened(false, None, None)).unwrap_err();
         assert_eq!(
-            refused,
+            refused.to_string(),
             "pane agent already runs `claude` (pid 7); `workroom kill-pane agent` ends it, or give another name"
         );
-        assert!(detached_outcome("agent", false, opened(false, three, None)).unwrap_err().contains("kill-pane agent"));
+        let ended = detached_outcome("agent", false, opened(false, three, None)).unwrap_err();
+        assert!(ended.to_string().contains("kill-pane agent"), "{ended}");
         let failed = detached_outcome("agent", true, Response::error("cannot run nope")).unwrap_err();
-        assert_eq!(failed, "cannot open pane agent: cannot run nope");
+        assert_eq!(failed, ShellError::Open { pane: "agent".into(), message: "cannot run nope".into() });
+        assert_eq!(failed.to_string(), "cannot open pane agent: cannot run nope");
     }
 
     fn parse(args: &[&str]) -> Result<crate::cli::Cmd, clap::Error> {

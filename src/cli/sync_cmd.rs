@@ -14,9 +14,9 @@ pub async fn run(ws: &WorkspaceArgs, direction: Direction, path: Option<&Path>) 
     let room = resolved.running(&engine).await?;
     let folder = &resolved.loaded.workspace.local_folder;
     let only = path.map(|p| relative_to(folder, p)).transpose()?;
-    let report =
-        crate::room::sync::sync(&engine, &room.id, &room.name, &room.container, folder, direction, only.as_deref())
-            .await?;
+    let said = super::on_stderr();
+    let target = crate::room::sync::Target { id: &room.id, name: &room.name, container: &room.container };
+    let report = crate::room::sync::sync(&engine, target, folder, direction, only.as_deref(), &said).await?;
     let p = &report.plan;
     let (verb, other) = match direction {
         Direction::Pull => ("pulled", "`workroom sync push` sends"),

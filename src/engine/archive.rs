@@ -17,8 +17,9 @@ impl DockerEngine {
         body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
     ) -> Result<(), EngineError> {
         let options = UploadToContainerOptions { path: path.to_string(), ..Default::default() };
-        self.docker
-            .upload_to_container(id, Some(options), bollard::body_try_stream(body))
+        // Long by nature: a workspace's tar.
+        let upload = self.docker.upload_to_container(id, Some(options), bollard::body_try_stream(body));
+        super::logged_long("upload_stream", &format!("{id}:{path}"), upload)
             .await
             .map_err(|e| self.map(format!("upload to {id}:{path}"), format!("{path} in {id}"), e))
     }

@@ -259,29 +259,32 @@ impl DockerEngine {
         let label = format!("{PROJECT_LABEL}={project}");
         let containers = self.list(std::slice::from_ref(&label)).await?.into_iter().filter_map(|c| c.id).collect();
         let filters = HashMap::from([("label".to_string(), vec![label.clone()])]);
-        let networks = self
-            .docker
-            .list_networks(Some(ListNetworksOptions { filters: Some(filters.clone()) }))
+        let networks = self.docker.list_networks(Some(ListNetworksOptions { filters: Some(filters.clone()) }));
+        let networks = super::logged("list_networks", project, networks)
             .await
             .map_err(|e| self.map("list networks", "networks", e))?
             .into_iter()
             .filter_map(|n| n.name)
             .collect();
-        let volumes = self
-            .docker
-            .list_volumes(Some(ListVolumesOptions { filters: Some(filters) }))
-            .await
-            .map_err(|e| self.map("list volumes", "volumes", e))?
-            .volumes
-            .unwrap_or_default()
-            .into_iter()
-            .map(|v| v.name)
-            .collect();
+        let volumes = super::logged(
+            "list_volumes",
+            project,
+            self.docker.list_volumes(Some(ListVolumesOptions { filters: Some(filters) })),
+        )
+        .await
+        .map_err(|e| self.map("list volumes", "volumes", e))?
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
         Ok(ProjectObjects { containers, networks, volumes })
     }
 
     pub async fn remove_network(&self, name: &str) -> Result<(), EngineError> {
-        self.docker.remove_network(name).await.map_err(|e| self.map(format!("remove network {name}"), "network", e))
+        super::logged("remove_network", name, self.docker.remove_network(name))
+            .await
+            .map_err(|e| self.map(format!("remove network {name}"), "network", e))
     }
 }
 

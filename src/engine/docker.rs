@@ -190,7 +190,8 @@ impl DockerEngine {
         loop {
             let options =
                 bollard::query_parameters::EventsOptions { filters: Some(filters.clone()), ..Default::default() };
-            let mut events = self.docker.events(Some(options));
+            let events = super::logged_stream("events", id.to_string(), self.docker.events(Some(options)));
+            let mut events = std::pin::pin!(events);
             // Subscribed first, then looked: an exit between the caller's
             // inspect and the subscription is seen here, not missed.
             let current = self.inspect_container(id).await?;

@@ -29,7 +29,8 @@ impl DockerEngine {
             ("event".to_string(), vec!["die".to_string()]),
         ]);
         let options = EventsOptions { since: events_since(started_at), until: None, filters: Some(filters) };
-        let mut events = self.docker.events(Some(options));
+        let events = self.docker.events(Some(options));
+        let mut events = std::pin::pin!(super::logged_stream("events", id.to_string(), events));
         match events.next().await {
             Some(Ok(_)) => Ok(true),
             Some(Err(e)) => Err(self.map(format!("watch container {id}"), format!("container {id}"), e)),

@@ -218,8 +218,7 @@ impl DockerEngine {
 
     pub async fn resize_exec(&self, exec_id: &str, rows: u16, cols: u16) -> Result<(), EngineError> {
         let options = bollard::exec::ResizeExecOptions { height: rows, width: cols };
-        self.docker
-            .resize_exec(exec_id, options)
+        super::logged("resize_exec", exec_id, self.docker.resize_exec(exec_id, options))
             .await
             .map_err(|e| self.map(format!("resize exec {exec_id}"), format!("exec {exec_id}"), e))
     }

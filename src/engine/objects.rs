@@ -56,7 +56,7 @@ impl DockerEngine {
 
     pub async fn create_volume(&self, name: &str, labels: HashMap<String, String>) -> Result<(), EngineError> {
         let request = VolumeCreateRequest { name: Some(name.into()), labels: Some(labels), ..Default::default() };
-        match self.docker.create_volume(request).await {
+        match super::logged("create_volume", name, self.docker.create_volume(request)).await {
             Ok(_) => Ok(()),
             // Docker's create of a volume that exists answers with it; Podman's
             // refuses (500, "volume already exists"), which two rooms of a new
@@ -87,7 +87,8 @@ impl DockerEngine {
         changes: Vec<String>,
     ) -> Result<String, EngineError> {
         let options = import_options(repo, tag, changes);
-        let mut stream = self.docker.create_image(Some(options), Some(bollard::body_full(tar.into())), None);
+        let stream = self.docker.create_image(Some(options), Some(bollard::body_full(tar.into())), None);
+        let mut stream = std::pin::pin!(super::logged_stream("import_image", format!("{repo}:{tag}"), stream));
         let mut id = String::new();
         while let Some(item) = stream.next().await {
             let item =
@@ -107,7 +108,8 @@ impl DockerEngine {
         let id = self.create_container_on(name, None, body).await?;
         let result = async {
             self.start(&id).await?;
-            let mut wait = self.docker.wait_container(&id, None::<WaitContainerOptions>);
+            let wait = self.docker.wait_container(&id, None::<WaitContainerOptions>);
+            let mut wait = std::pin::pin!(super::logged_stream("wait_container", name.to_string(), wait));
             let code = match wait.next().await {
                 Some(Ok(r)) => r.status_code,
                 Some(Err(BollardError::DockerContainerWaitError { code, .. })) => code,
@@ -120,7 +122,8 @@ impl DockerEngine {
                 tail: "5".into(),
                 ..Default::default()
             };
-            let mut logs = self.docker.logs(&id, Some(options));
+            let mut logs =
+                std::pin::pin!(super::logged_stream("logs", name.to_string(), self.docker.logs(&id, Some(options))));
             let mut text = String::new();
             while let Some(Ok(chunk)) = logs.next().await {
                 text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
@@ -138,7 +141,8 @@ impl DockerEngine {
     /// archive endpoint (what `docker cp` does); `None` when it is absent.
     pub async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>, EngineError> {
         let options = DownloadFromContainerOptions { path: path.into() };
-        let mut stream = self.docker.download_from_container(id, Some(options));
+        let stream = self.docker.download_from_container(id, Some(options));
+        let mut stream = std::pin::pin!(super::logged_stream("download", format!("{id}:{path}"), stream));
         let mut tar_bytes = Vec::new();
         while let Some(chunk) = stream.next().await {
             match chunk {

@@ -141,8 +141,8 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
     if let Some(status) = state::background_pid(room).and_then(|pid| state::read_status(room, pid)) {
         return Ok(status);
     }
-    std::fs::create_dir_all(state::dir()).with_context(|| format!("cannot make {}", state::dir().display()))?;
-    let log_path = state::log_file(room);
+    let dir = state::made()?;
+    let log_path = state::log_file_in(&dir, room);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -161,7 +161,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
     }
     let mut child = cmd.spawn().context("cannot start the background forwarder")?;
     let pid = child.id();
-    std::fs::write(state::pid_file(room), format!("{pid}\n"))?;
+    std::fs::write(state::pid_file_in(&dir, room), format!("{pid}\n"))?;
     let mut wait = crate::retry::Backoff::new(crate::retry::Pace::FORWARDER, BACKGROUND_READY_WAIT);
     loop {
         if let Some(status) = state::read_status(room, pid) {
@@ -170,7 +170,7 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
             return Ok(status);
         }
         if let Ok(Some(exit)) = child.try_wait() {
-            let _ = std::fs::remove_file(state::pid_file(room));
+            let _ = std::fs::remove_file(state::pid_file_in(&dir, room));
             let tail = log_tail(&log_path);
             anyhow::bail!("the background forwarder for {room} ended ({exit}): {tail}");
         }

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use workroomd::pipe;
-use workroomd::proto::{Request, Response, StreamHandle, MAX_CREDENTIAL_INPUT};
+use workroomd::pipe::{self, SpliceError};
+use workroomd::proto::{Request, Response, StreamError, StreamHandle, MAX_CREDENTIAL_INPUT};
 
 /// How long the host's `git credential` may run. Shorter than the daemon's
 /// deadline for the whole request, so the room hears our reason rather than
@@ -23,6 +23,34 @@ const GIT_CREDENTIAL_TIMEOUT: Duration = Duration::from_secs(20);
 /// The only `git credential` subcommands the room may run on the host.
 const OPERATIONS: &[&str] = &["fill", "approve", "reject"];
 
+/// Why a credential request went unanswered (said in the forwarder's log),
+/// or why `git credential` gave no answer (said to the room).
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    #[error("cannot answer the room: {error}")]
+    Reply { error: StreamError },
+    #[error("the host's ssh-agent at {path}: {error}", path = path.display())]
+    Agent { path: PathBuf, error: SpliceError },
+    #[error("`git credential {operation}` is not forwarded (only {})", OPERATIONS.join(", "))]
+    NotForwarded { operation: String },
+    #[error("the credential request is larger than {MAX_CREDENTIAL_INPUT} bytes ({bytes})")]
+    TooLarge { bytes: usize },
+    #[error("cannot run git on the host: {error}")]
+    Spawn { error: std::io::Error },
+    #[error("`git credential {operation}` on the host gave no answer within {} s", GIT_CREDENTIAL_TIMEOUT.as_secs())]
+    Timeout { operation: String },
+    #[error("git on the host: {error}")]
+    Wait { error: std::io::Error },
+    #[error("`git credential {operation}` on the host failed ({status}): {said}")]
+    Failed { operation: String, status: std::process::ExitStatus, said: String },
+    #[error("`git credential {operation}`'s answer is not UTF-8")]
+    NotUtf8 { operation: String },
+}
+
+fn reply_failed(error: StreamError) -> CredentialError {
+    CredentialError::Reply { error }
+}
+
 /// What this forwarder offers, decided at its start.
 #[derive(Debug, Clone, Default)]
 pub struct Offer {
@@ -30,51 +58,50 @@ pub struct Offer {
     pub git_credentials: bool,
 }
 
-pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) -> Result<(), String> {
+pub async fn handle(offer: &Offer, request: Request, stream: StreamHandle) -> Result<(), CredentialError> {
     match request {
         Request::SshAgent => match &offer.ssh_agent {
             Some(path) => agent(path, &stream).await,
-            None => stream
-                .reply(Response::error("this host does not forward its ssh-agent"))
-                .await
-                .map_err(|e| e.to_string()),
+            None => {
+                stream.reply(Response::error("this host does not forward its ssh-agent")).await.map_err(reply_failed)
+            }
         },
         Request::GitCredential { operation, input } => {
             let reply = if offer.git_credentials {
                 match git_credential(&operation, &input).await {
                     Ok(output) => Response::Credential { output },
-                    Err(message) => Response::error(message),
+                    Err(e) => Response::error(e.to_string()),
                 }
             } else {
                 Response::error("this host does not forward git credentials")
             };
-            stream.reply(reply).await.map_err(|e| e.to_string())
+            stream.reply(reply).await.map_err(reply_failed)
         }
         other => {
-            stream.reply(Response::error(format!("the host does not serve {other:?}"))).await.map_err(|e| e.to_string())
+            stream.reply(Response::error(format!("the host does not serve {other:?}"))).await.map_err(reply_failed)
         }
     }
 }
 
-async fn agent(path: &std::path::Path, stream: &StreamHandle) -> Result<(), String> {
+async fn agent(path: &std::path::Path, stream: &StreamHandle) -> Result<(), CredentialError> {
     let conn = match tokio::net::UnixStream::connect(path).await {
         Ok(c) => c,
         Err(e) => {
             let message = format!("cannot reach the host's ssh-agent at {}: {e}", path.display());
-            return stream.reply(Response::error(message)).await.map_err(|e| e.to_string());
+            return stream.reply(Response::error(message)).await.map_err(reply_failed);
         }
     };
-    stream.reply(Response::Ready).await.map_err(|e| e.to_string())?;
+    stream.reply(Response::Ready).await.map_err(reply_failed)?;
     let (reader, writer) = conn.into_split();
-    pipe::splice(stream, reader, writer).await.map_err(|e| e.to_string())
+    pipe::splice(stream, reader, writer).await.map_err(|error| CredentialError::Agent { path: path.into(), error })
 }
 
-async fn git_credential(operation: &str, input: &str) -> Result<String, String> {
+async fn git_credential(operation: &str, input: &str) -> Result<String, CredentialError> {
     if !OPERATIONS.contains(&operation) {
-        return Err(format!("`git credential {operation}` is not forwarded (only {})", OPERATIONS.join(", ")));
+        return Err(CredentialError::NotForwarded { operation: operation.into() });
     }
     if input.len() > MAX_CREDENTIAL_INPUT {
-        return Err(format!("the credential request is larger than {MAX_CREDENTIAL_INPUT} bytes"));
+        return Err(CredentialError::TooLarge { bytes: input.len() });
     }
     let mut child = tokio::process::Command::new("git")
         .args(["credential", operation])
@@ -85,7 +112,7 @@ async fn git_credential(operation: &str, input: &str) -> Result<String, String> 
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot run git on the host: {e}"))?;
+        .map_err(|error| CredentialError::Spawn { error })?;
     let mut stdin = child.stdin.take().expect("piped");
     let input = input.to_owned();
     let feed = tokio::spawn(async move {
@@ -93,19 +120,14 @@ async fn git_credential(operation: &str, input: &str) -> Result<String, String> 
     });
     let output = tokio::time::timeout(GIT_CREDENTIAL_TIMEOUT, child.wait_with_output())
         .await
-        .map_err(|_| {
-            format!(
-                "`git credential {operation}` on the host gave no answer within {} s",
-                GIT_CREDENTIAL_TIMEOUT.as_secs()
-            )
-        })?
-        .map_err(|e| format!("git on the host: {e}"))?;
+        .map_err(|_| CredentialError::Timeout { operation: operation.into() })?
+        .map_err(|error| CredentialError::Wait { error })?;
     let _ = feed.await;
     if !output.status.success() {
-        let said = String::from_utf8_lossy(&output.stderr);
-        return Err(format!("`git credential {operation}` on the host failed ({}): {}", output.status, said.trim()));
+        let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        return Err(CredentialError::Failed { operation: operation.into(), status: output.status, said });
     }
-    String::from_utf8(output.stdout).map_err(|_| "git's answer is not UTF-8".to_owned())
+    String::from_utf8(output.stdout).map_err(|_| CredentialError::NotUtf8 { operation: operation.into() })
 }
 
 /// Whether the host's git has a credential helper to ask; without one,
@@ -173,7 +195,17 @@ pub fn host_git_has_helper() -> bool {
 
 #[cfg(test)]
 mod helper_guess_tests {
-    use super::names_a_credential_helper;
+    use super::{git_credential, names_a_credential_helper, CredentialError, MAX_CREDENTIAL_INPUT};
+
+    #[tokio::test]
+    async fn the_room_may_only_ask_fill_approve_or_reject_of_a_bounded_size_and_hears_why_not() {
+        let refused = git_credential("store", "host=x\n").await.unwrap_err();
+        assert!(matches!(&refused, CredentialError::NotForwarded { operation } if operation == "store"));
+        assert_eq!(refused.to_string(), "`git credential store` is not forwarded (only fill, approve, reject)");
+        let big = "a".repeat(MAX_CREDENTIAL_INPUT + 1);
+        let refused = git_credential("fill", &big).await.unwrap_err();
+        assert!(matches!(refused, CredentialError::TooLarge { bytes } if bytes == MAX_CREDENTIAL_INPUT + 1));
+    }
 
     #[test]
     fn a_helper_in_a_credential_section_is_seen_and_an_empty_one_resets_it() {

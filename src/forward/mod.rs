@@ -206,17 +206,17 @@ async fn relink(
     held: std::time::Duration,
     relinks: &mut Option<Backoff>,
     log: &Notices,
-) -> Result<(RoomLink, String), String> {
+) -> Result<(RoomLink, String), rejoin::Ended> {
     let mut served = served.to_string();
     loop {
-        let started_at = rejoin::next_start(engine, id, &served).await.map_err(|ended| ended.said())?;
+        let started_at = rejoin::next_start(engine, id, &served).await?;
         if started_at == served {
             if held >= rejoin::LINK_SETTLED {
                 *relinks = None;
             }
             let wait = relinks.get_or_insert_with(|| Backoff::new(Pace::ENGINE_RETURN, rejoin::RELINK_WAIT));
             if wait.expired() {
-                return Err(format!("kept closing its links for {} s", rejoin::RELINK_WAIT.as_secs()));
+                return Err(rejoin::Ended::KeptClosing);
             }
             // A room being stopped closes its links before its start ends
             // (the daemon goes first): seen here, rather than linking to a
@@ -423,7 +423,7 @@ async fn configure_git_helper(room_link: &RoomLink, user: &str, log: &Notices) {
         user: Some(user.to_string()),
         ..Default::default()
     };
-    match room_link.run_prefixed(request, "git credential helper").await {
+    match room_link.run_prefixed(request, "git credential helper", log).await {
         Ok(status) if status.code == Some(0) => {}
         Ok(status) => log.warn(format!("could not configure git's credential helper in the room ({status:?})")),
         Err(e) => {

@@ -79,32 +79,25 @@ impl Seen {
     }
 }
 
-/// Why a forwarder ends rather than serving another start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a forwarder ends rather than serving another start, said as the
+/// end of its last line: `{room} {ended}; forwards end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Ended {
     /// The room was removed.
+    #[error("was removed")]
     Removed,
     /// The room stayed down for [`ROOM_RESTART_WAIT`]: it was stopped.
+    #[error("stayed stopped for {} s (`workroom up` starts it and its forwards again)", ROOM_RESTART_WAIT.as_secs())]
     StayedDown,
     /// The engine stayed away for [`ENGINE_RETURN_WAIT`].
+    #[error(
+        "is on an engine that did not answer for {} s (`workroom up` starts the forwards again)",
+        ENGINE_RETURN_WAIT.as_secs()
+    )]
     EngineAway,
-}
-
-impl Ended {
-    /// The end of the forwarder's last line: `{room} {said}; forwards end`.
-    pub fn said(self) -> String {
-        match self {
-            Ended::Removed => "was removed".to_string(),
-            Ended::StayedDown => format!(
-                "stayed stopped for {} s (`workroom up` starts it and its forwards again)",
-                ROOM_RESTART_WAIT.as_secs()
-            ),
-            Ended::EngineAway => format!(
-                "is on an engine that did not answer for {} s (`workroom up` starts the forwards again)",
-                ENGINE_RETURN_WAIT.as_secs()
-            ),
-        }
-    }
+    /// Its daemon kept closing the links to one start for [`RELINK_WAIT`].
+    #[error("kept closing its links for {} s", RELINK_WAIT.as_secs())]
+    KeptClosing,
 }
 
 /// What the forwarder does next.
@@ -210,6 +203,24 @@ mod tests {
         for (down, away) in [(Duration::ZERO, Duration::ZERO), (ROOM_RESTART_WAIT * 2, ENGINE_RETURN_WAIT * 2)] {
             assert_eq!(step(&running(), down, away), Step::Serve { started_at: START.to_string() });
         }
+    }
+
+    #[test]
+    fn each_end_completes_the_forwarders_last_line_with_the_wait_that_ran_out() {
+        let line = |ended: Ended| format!("r {ended}; forwards end");
+        assert_eq!(line(Ended::Removed), "r was removed; forwards end");
+        assert_eq!(
+            line(Ended::StayedDown),
+            format!(
+                "r stayed stopped for {} s (`workroom up` starts it and its forwards again); forwards end",
+                ROOM_RESTART_WAIT.as_secs()
+            )
+        );
+        assert!(line(Ended::EngineAway).contains(&format!("did not answer for {} s", ENGINE_RETURN_WAIT.as_secs())));
+        assert_eq!(
+            line(Ended::KeptClosing),
+            format!("r kept closing its links for {} s; forwards end", RELINK_WAIT.as_secs())
+        );
     }
 
     #[test]

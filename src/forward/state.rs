@@ -1,5 +1,9 @@
 //! Where forwarders say what they do, so `workroom ports`, `stop` and `down`
-//! find them: `$XDG_STATE_HOME/workroom/` (or `~/.local/state/workroom/`).
+//! find them: `$XDG_STATE_HOME/workroom/` (or `~/.local/state/workroom/`),
+//! by `folders`' one rule, and made this user's alone (0700): a pid here is
+//! signalled, and the log tells of the credentials carried. Without a
+//! home there is no such folder (never a shared `/tmp` one): no forwarder
+//! starts, and none is found.
 //!
 //! - `<room>.pid`: the room's background forwarder (started by `up`).
 //! - `<room>.log`: its stdout and stderr (refused connections are said here).
@@ -10,6 +14,7 @@
 //! `workroom forward`, so a recycled pid is never signalled.
 
 use super::spec::Forward;
+use crate::folders::{self, FolderError, Kind};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -59,43 +64,64 @@ pub struct Status {
     pub egress: bool,
 }
 
-pub fn dir() -> PathBuf {
-    let base = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".local/state")
-    });
-    base.join("workroom")
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(transparent)]
+    Folder(#[from] FolderError),
+    #[error("cannot write {path}: {error}", path = path.display())]
+    Write { path: PathBuf, error: std::io::Error },
 }
 
-pub fn pid_file(room: &str) -> PathBuf {
-    dir().join(format!("{room}.pid"))
+/// The state folder, to read from: `None` without a home.
+pub fn dir() -> Option<PathBuf> {
+    folders::workroom(Kind::State)
 }
 
-pub fn log_file(room: &str) -> PathBuf {
-    dir().join(format!("{room}.log"))
+/// The state folder, to write in: made, and this user's alone.
+pub fn made() -> Result<PathBuf, FolderError> {
+    folders::private(Kind::State)
 }
 
-fn ports_dir() -> PathBuf {
-    dir().join("ports")
+pub fn pid_file(room: &str) -> Option<PathBuf> {
+    Some(pid_file_in(&dir()?, room))
 }
 
-pub fn status_file(room: &str, pid: u32) -> PathBuf {
-    ports_dir().join(format!("{room}.{pid}.json"))
+/// The room's pid file in the state folder `dir`.
+pub fn pid_file_in(dir: &std::path::Path, room: &str) -> PathBuf {
+    dir.join(format!("{room}.pid"))
 }
 
-pub fn write_status(status: &Status) -> std::io::Result<()> {
-    std::fs::create_dir_all(ports_dir())?;
-    let path = status_file(&status.room, status.pid);
-    workroomd::atomic::write(&path, &serde_json::to_vec_pretty(status).expect("plain data"))
+/// The room's log in the state folder `dir`.
+pub fn log_file_in(dir: &std::path::Path, room: &str) -> PathBuf {
+    dir.join(format!("{room}.log"))
+}
+
+fn ports_dir() -> Option<PathBuf> {
+    Some(dir()?.join("ports"))
+}
+
+pub fn status_file(room: &str, pid: u32) -> Option<PathBuf> {
+    Some(ports_dir()?.join(format!("{room}.{pid}.json")))
+}
+
+pub fn write_status(status: &Status) -> Result<(), StateError> {
+    let ports = made()?.join("ports");
+    let path = ports.join(format!("{}.{}.json", status.room, status.pid));
+    let write = || {
+        std::fs::create_dir_all(&ports)?;
+        workroomd::atomic::write(&path, &serde_json::to_vec_pretty(status).map_err(std::io::Error::other)?)
+    };
+    write().map_err(|error| StateError::Write { path: path.clone(), error })
 }
 
 pub fn read_status(room: &str, pid: u32) -> Option<Status> {
-    serde_json::from_slice(&std::fs::read(status_file(room, pid)).ok()?).ok()
+    serde_json::from_slice(&std::fs::read(status_file(room, pid)?).ok()?).ok()
 }
 
 /// The statuses of running forwarders, of one room or all; stale files
 /// (their process is gone) are removed on the way.
 pub fn running(room: Option<&str>) -> Vec<Status> {
-    let Ok(entries) = std::fs::read_dir(ports_dir()) else { return Vec::new() };
+    let Some(Ok(entries)) = ports_dir().map(std::fs::read_dir) else { return Vec::new() };
     let mut found = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -127,7 +153,7 @@ pub fn is_forwarder(pid: u32) -> bool {
 
 /// The room's background forwarder, if it is running.
 pub fn background_pid(room: &str) -> Option<u32> {
-    let pid = std::fs::read_to_string(pid_file(room)).ok()?.trim().parse().ok()?;
+    let pid = std::fs::read_to_string(pid_file(room)?).ok()?.trim().parse().ok()?;
     is_forwarder(pid).then_some(pid)
 }
 
@@ -135,10 +161,10 @@ pub fn background_pid(room: &str) -> Option<u32> {
 /// one was running.
 pub fn stop_background(room: &str) -> bool {
     let pid = background_pid(room);
-    let _ = std::fs::remove_file(pid_file(room));
+    remove(pid_file(room));
     let Some(pid) = pid else { return false };
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
-    let _ = std::fs::remove_file(status_file(room, pid));
+    remove(status_file(room, pid));
     true
 }
 
@@ -162,8 +188,17 @@ pub async fn end_background(room: &str) {
 const FORWARDER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub fn remove_own(room: &str, pid: u32, background: bool) {
-    let _ = std::fs::remove_file(status_file(room, pid));
-    if background && std::fs::read_to_string(pid_file(room)).is_ok_and(|p| p.trim() == pid.to_string()) {
-        let _ = std::fs::remove_file(pid_file(room));
+    remove(status_file(room, pid));
+    let Some(pid_file) = pid_file(room) else { return };
+    if background && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid.to_string()) {
+        remove(Some(pid_file));
+    }
+}
+
+/// Removes a state file; one already gone, or no folder at all, is the
+/// same to the caller.
+fn remove(file: Option<PathBuf>) {
+    if let Some(file) = file {
+        let _ = std::fs::remove_file(file);
     }
 }

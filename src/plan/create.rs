@@ -118,7 +118,7 @@ pub fn check(loaded: &Loaded, host: &dyn run_args::Host) -> Result<(), PlanError
 #[cfg(test)]
 pub fn plan(name: &str, image: &str, loaded: &Loaded, facts: &ImageFacts) -> Result<CreatePlan, PlanError> {
     let metadata = metadata::for_new_room(loaded, image, facts.metadata.as_deref(), &[]);
-    let host = &run_args::RealHost;
+    let host = &run_args::ThisHost;
     plan_with_peers(
         loaded,
         &Inputs { name, image, facts, metadata: &metadata, metadata_privileged: true, peer: None, host },
@@ -150,7 +150,7 @@ impl<'a> Inputs<'a> {
     /// The table tests' inputs: privileged metadata applied, no peers, this
     /// host's files.
     pub fn of(name: &'a str, image: &'a str, facts: &'a ImageFacts, metadata: &'a RoomMetadata) -> Inputs<'a> {
-        Inputs { name, image, facts, metadata, metadata_privileged: true, peer: None, host: &run_args::RealHost }
+        Inputs { name, image, facts, metadata, metadata_privileged: true, peer: None, host: &run_args::ThisHost }
     }
 }
 

@@ -73,6 +73,14 @@ pub enum RunArgsError {
     NotAFlag(String),
     #[error("runArgs: `{flag}` {path}: cannot read it ({reason})")]
     File { flag: String, path: String, reason: String },
+    #[error("runArgs: `{flag}` value {value:?} is invalid: {field:?} is neither `all` nor a count")]
+    GpusCount { flag: String, value: String, field: String },
+    #[error("runArgs: `{flag}` value {value:?} is invalid: unknown field `{field}`")]
+    GpusField { flag: String, value: String, field: String },
+    #[error("runArgs: `{flag}` value {value:?} is invalid: `options` are not supported by the docker CLI either")]
+    GpusOptions { flag: String, value: String },
+    #[error("runArgs: `{flag}` value {value:?} is invalid: count and device cannot be given together")]
+    GpusCountAndDevice { flag: String, value: String },
 }
 
 /// What the flags may read on the host.
@@ -83,10 +91,14 @@ pub trait Host {
     fn read(&self, path: &Path) -> std::io::Result<String>;
 }
 
-/// This process's environment and files.
-pub struct RealHost;
+/// This process's environment and files, for the table tests of other
+/// plan modules; what a room is made with reads them through the `room`
+/// layer's own (`room::HostFiles`), so nothing here does I/O.
+#[cfg(test)]
+pub struct ThisHost;
 
-impl Host for RealHost {
+#[cfg(test)]
+impl Host for ThisHost {
     fn var(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
     }
@@ -527,7 +539,7 @@ impl Flag<'_> {
             "dns-option" => h.dns_options.get_or_insert_with(Vec::new).push(v.into()),
             "dns-search" => h.dns_search.get_or_insert_with(Vec::new).push(v.into()),
             "gpus" => {
-                let request = gpus(v).map_err(|why| self.invalid(v, why))?;
+                let request = gpus(self.written, v)?;
                 h.device_requests.get_or_insert_with(Vec::new).push(request);
             }
             "group-add" => h.group_add.get_or_insert_with(Vec::new).push(v.into()),
@@ -665,25 +677,29 @@ fn expose(v: &str) -> Option<Vec<String>> {
 
 /// `--gpus all`, `--gpus 2`, `--gpus '"device=0,2",capabilities=compute'`,
 /// as the docker CLI reads them (CSV fields); the capabilities default to
-/// `gpu`.
-fn gpus(v: &str) -> Result<DeviceRequest, String> {
+/// `gpu`. `flag` is the flag as written, for the refusal.
+fn gpus(flag: &str, v: &str) -> Result<DeviceRequest, RunArgsError> {
+    let (flag, value) = (flag.to_string(), v.to_string());
+    let count = |n: &str| {
+        n.parse().map_err(|_| RunArgsError::GpusCount { flag: flag.clone(), value: value.clone(), field: n.into() })
+    };
     let mut request = DeviceRequest::default();
     let mut capabilities = Vec::new();
     for field in csv_fields(v) {
         match field.split_once('=') {
             None if field == "all" => request.count = Some(-1),
-            None => request.count = Some(field.parse().map_err(|_| format!("{field:?} is neither `all` nor a count"))?),
+            None => request.count = Some(count(&field)?),
             Some(("count", "all")) => request.count = Some(-1),
-            Some(("count", n)) => request.count = Some(n.parse().map_err(|_| format!("count {n:?} is not a number"))?),
+            Some(("count", n)) => request.count = Some(count(n)?),
             Some(("device", ids)) => request.device_ids = Some(ids.split(',').map(str::to_string).collect()),
             Some(("driver", d)) => request.driver = Some(d.into()),
             Some(("capabilities", c)) => capabilities.extend(c.split(',').map(str::to_string)),
-            Some(("options", _)) => return Err("options are not supported by the docker CLI either".into()),
-            Some((k, _)) => return Err(format!("unknown field `{k}`")),
+            Some(("options", _)) => return Err(RunArgsError::GpusOptions { flag, value }),
+            Some((k, _)) => return Err(RunArgsError::GpusField { flag, value, field: k.into() }),
         }
     }
     if request.count.is_some() && request.device_ids.is_some() {
-        return Err("count and device cannot be given together".into());
+        return Err(RunArgsError::GpusCountAndDevice { flag, value });
     }
     if capabilities.is_empty() {
         capabilities.push("gpu".to_string());

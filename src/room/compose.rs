@@ -54,6 +54,8 @@ pub enum ComposeRoomError {
     NotMade { name: String, service: String },
     #[error("cannot write {path}")]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("no place for the override file")]
+    Folder(#[source] crate::folders::FolderError),
     #[error("another `up` has been making or starting {name} for {waited} s; run `up` again once it is done")]
     Busy { name: String, waited: u64 },
     #[error(transparent)]
@@ -200,7 +202,7 @@ async fn service_image(
         action,
     })?;
     let (name, facts) =
-        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock).await?;
+        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock, say).await?;
     Ok(ServiceImage { derived: name != image, name, facts })
 }
 
@@ -232,7 +234,7 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     for w in said {
         say.warn(w);
     }
-    create::check(&room, &crate::plan::run_args::RealHost)?;
+    create::check(&room, &super::HostFiles)?;
     let image = service_image(engine, &program, &project, &room, options.lock, say).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.
@@ -380,7 +382,9 @@ pub async fn down(engine: &Engine, c: &ContainerSummary, volumes: bool, say: &No
     // The room goes, so its override goes too (its lock file stays: see
     // `creating`).
     if let Some(name) = c.names.iter().flatten().next().filter(|_| project_of(c).is_some()) {
-        let _ = std::fs::remove_file(override_path(name.trim_start_matches('/')));
+        if let Some(dir) = crate::forward::state::dir() {
+            let _ = std::fs::remove_file(override_path(&dir, name.trim_start_matches('/')));
+        }
     }
     Ok(project)
 }
@@ -410,15 +414,16 @@ async fn shutdown(engine: &Engine, c: &ContainerSummary, say: &Notices, args: &[
     Ok(true)
 }
 
-/// Where the override file of room `name` is written.
-pub fn override_path(name: &str) -> PathBuf {
-    crate::forward::state::dir().join("compose").join(format!("{name}.yml"))
+/// Where the override file of room `name` is written, in the state folder
+/// `dir` (this user's alone: the file holds the room's environment).
+fn override_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join("compose").join(format!("{name}.yml"))
 }
 
 /// Writes the override file (whole, then renamed into place: compose
 /// never reads half a file).
 fn write_override(name: &str, file: &Value) -> Result<PathBuf, ComposeRoomError> {
-    let path = override_path(name);
+    let path = override_path(&crate::forward::state::made().map_err(ComposeRoomError::Folder)?, name);
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")))?;
         workroomd::atomic::write(&path, serde_json::to_string_pretty(file).map_err(std::io::Error::other)?.as_bytes())

@@ -15,7 +15,7 @@ use super::image::{remove_made, BuildSteps};
 use crate::config::Loaded;
 use crate::engine::{BuildRequest, Engine, EngineError};
 use crate::features::{self, metadata, recipe, Cache, FeatureError, Fetcher, LockMode, Report};
-use crate::progress::{Progress, Task};
+use crate::notices::{Notices, Task};
 use bollard::models::ImageInspect;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -47,6 +47,7 @@ pub async fn image_for(
     loaded: &Loaded,
     base: (String, crate::plan::create::ImageFacts),
     mode: LockMode,
+    say: &Notices,
 ) -> Result<(String, crate::plan::create::ImageFacts), DerivedImageError> {
     if loaded.model.features.is_empty() {
         return Ok(base);
@@ -55,7 +56,7 @@ pub async fn image_for(
         .inspect_image(&base.0)
         .await?
         .ok_or_else(|| DerivedImageError::Build { reason: format!("the base image {} vanished", base.0) })?;
-    let (image, inspect) = extend(engine, loaded, (base.0, inspect), mode, &Progress::stderr()).await?;
+    let (image, inspect) = extend(engine, loaded, (base.0, inspect), mode, say).await?;
     Ok((image, super::image::facts(&inspect)))
 }
 
@@ -66,15 +67,16 @@ pub async fn extend(
     loaded: &Loaded,
     base: (String, ImageInspect),
     mode: LockMode,
-    progress: &Progress,
+    say: &Notices,
 ) -> Result<(String, ImageInspect), DerivedImageError> {
     if loaded.model.features.is_empty() {
         return Ok(base);
     }
+    let started = std::time::Instant::now();
     let (base_name, base_image) = base;
     let cache = Cache::user();
     let fetcher = Fetcher::default();
-    let report = FetchReport { progress, tasks: Mutex::new(HashMap::new()), fetched: Mutex::new(0) };
+    let report = FetchReport::new(say);
     let Some(resolved) = features::resolve(loaded, mode, &cache, &fetcher, &report).await? else {
         return Ok((base_name, base_image));
     };
@@ -92,17 +94,20 @@ pub async fn extend(
     let downloads = *workroomd::locks::lock(&report.fetched);
     let installed = match engine.inspect_image(&tag).await? {
         Some(found) => {
-            if downloads > 0 || progress.is_terminal() {
-                progress.summary(&format!("features: {} ready, image {tag} cached", installs.len()));
+            // Nothing fetched, nothing built: a log needs no line for it.
+            let text = format!("features: {} ready, image {tag} cached", installs.len());
+            match downloads {
+                0 => say.terminal_summary(text, started),
+                _ => say.summary(text, started),
             }
             found
         }
         None => {
-            build(engine, &context, &label, &resolved, &installs, progress).await?;
+            build(engine, &context, &label, &resolved, &installs, say).await?;
             let found = engine.inspect_image(&tag).await?.ok_or_else(|| DerivedImageError::Build {
                 reason: format!("the build finished but {tag} is not there"),
             })?;
-            progress.summary(&format!("features: {} installed into {tag}", installs.len()));
+            say.summary(format!("features: {} installed into {tag}", installs.len()), started);
             found
         }
     };
@@ -159,7 +164,7 @@ async fn build(
     label: &str,
     resolved: &features::Resolved,
     installs: &[recipe::Install],
-    progress: &Progress,
+    say: &Notices,
 ) -> Result<(), DerivedImageError> {
     let labels = vec![(metadata::LABEL.to_string(), label.to_string()), (KEY_LABEL.to_string(), context.key.clone())];
     let (tar, left) = context.labelled(labels).map_err(DerivedImageError::Context)?;
@@ -171,65 +176,90 @@ async fn build(
         ..Default::default()
     };
     let mut made = BuildSteps::default();
-    let mut lines = Lines::default();
-    let mut current: Option<(usize, Task)> = None;
-    let mut tails: Vec<VecDeque<String>> = vec![VecDeque::new(); installs.len()];
+    let mut log = InstallLog::new(resolved, installs, say);
     let built = engine
         .build_image(request, &mut |text| {
             made.feed(text);
-            for line in lines.feed(text) {
-                if let Some(step) = line.strip_prefix("Step ") {
-                    // Which feature a step belongs to: its folder is named in it.
-                    let owner = installs.iter().position(|i| {
-                        step.contains(&format!("{}/{}/", recipe::DEST, i.consecutive_id))
-                            || step.contains(&format!("{}/{} ", recipe::DEST, i.consecutive_id))
-                    });
-                    if owner != current.as_ref().map(|(i, _)| *i) {
-                        if let Some((i, task)) = current.take() {
-                            task.finish(&format!("installed {}", resolved.features[i].user_id));
-                        }
-                        current =
-                            owner.map(|i| (i, progress.task(format!("installing {}", resolved.features[i].user_id))));
-                    }
-                    continue;
-                }
-                if line.starts_with(" ---> ") || line.starts_with("Removing intermediate container") {
-                    continue;
-                }
-                if let Some((i, task)) = &current {
-                    task.message(&line);
-                    progress.println(&format!("[{}] {line}", installs[*i].feature_id()));
-                    let tail = &mut tails[*i];
-                    tail.push_back(line);
-                    if tail.len() > FAILURE_LINES {
-                        tail.pop_front();
-                    }
-                }
-            }
+            log.feed(text);
         })
         .await;
-    let failure = built.err().map(|failed| failed.reason);
-    let Some(reason) = failure else {
-        if let Some((i, task)) = current.take() {
-            task.finish(&format!("installed {}", resolved.features[i].user_id));
-        }
+    let Err(failed) = built else {
+        log.finish();
         return Ok(());
     };
     remove_made(engine, &made.images).await;
-    match current {
-        Some((i, task)) => {
-            task.fail(&format!("{} failed", resolved.features[i].user_id));
-            let code = reason.rsplit("non-zero code: ").next().filter(|c| c.chars().all(|c| c.is_ascii_digit()));
-            Err(DerivedImageError::Install {
-                feature: resolved.features[i].user_id.clone(),
-                reason: match code {
-                    Some(code) => format!("its install.sh exited with {code}"),
-                    None => reason,
-                },
-                tail: tails[i].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n"),
-            })
+    Err(log.failed(failed.reason))
+}
+
+/// A features build's output, read as it comes: which feature each step
+/// installs (a piece of work each), and its lines, labelled with the
+/// feature and kept last few, for the error should its install fail.
+struct InstallLog<'a> {
+    resolved: &'a features::Resolved,
+    installs: &'a [recipe::Install],
+    said: &'a Notices,
+    lines: Lines,
+    current: Option<(usize, Task<'a>)>,
+    tails: Vec<VecDeque<String>>,
+}
+
+impl<'a> InstallLog<'a> {
+    fn new(resolved: &'a features::Resolved, installs: &'a [recipe::Install], said: &'a Notices) -> Self {
+        let tails = vec![VecDeque::new(); installs.len()];
+        InstallLog { resolved, installs, said, lines: Lines::default(), current: None, tails }
+    }
+
+    fn feed(&mut self, text: &str) {
+        for line in self.lines.feed(text) {
+            if let Some(step) = line.strip_prefix("Step ") {
+                // Which feature a step belongs to: its folder is named in it.
+                let owner = self.installs.iter().position(|i| {
+                    step.contains(&format!("{}/{}/", recipe::DEST, i.consecutive_id))
+                        || step.contains(&format!("{}/{} ", recipe::DEST, i.consecutive_id))
+                });
+                if owner != self.current.as_ref().map(|(i, _)| *i) {
+                    self.finish();
+                    self.current =
+                        owner.map(|i| (i, self.said.task(format!("installing {}", self.resolved.features[i].user_id))));
+                }
+                continue;
+            }
+            if line.starts_with(" ---> ") || line.starts_with("Removing intermediate container") {
+                continue;
+            }
+            if let Some((i, task)) = &self.current {
+                task.doing(line.clone());
+                self.said.output(format!("[{}] {line}\n", self.installs[*i].feature_id()).as_bytes());
+                let tail = &mut self.tails[*i];
+                tail.push_back(line);
+                if tail.len() > FAILURE_LINES {
+                    tail.pop_front();
+                }
+            }
         }
-        None => Err(DerivedImageError::Build { reason }),
+    }
+
+    /// The feature being installed is done.
+    fn finish(&mut self) {
+        if let Some((i, task)) = self.current.take() {
+            task.finish(format!("installed {}", self.resolved.features[i].user_id));
+        }
+    }
+
+    /// The build failed for `reason`: whose install, and its last lines.
+    fn failed(self, reason: String) -> DerivedImageError {
+        let Some((i, task)) = self.current else { return DerivedImageError::Build { reason } };
+        let feature = self.resolved.features[i].user_id.clone();
+        task.fail(format!("{feature} failed"));
+        let code = reason.rsplit("non-zero code: ").next().filter(|c| c.chars().all(|c| c.is_ascii_digit()));
+        DerivedImageError::Install {
+            feature,
+            reason: match code {
+                Some(code) => format!("its install.sh exited with {code}"),
+                None => reason,
+            },
+            tail: self.tails[i].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n"),
+        }
     }
 }
 
@@ -261,28 +291,34 @@ impl Lines {
     }
 }
 
-/// Feature downloads as progress lines.
+/// Feature downloads, a piece of work each.
 struct FetchReport<'a> {
-    progress: &'a Progress,
-    tasks: Mutex<HashMap<String, Task>>,
+    said: &'a Notices,
+    tasks: Mutex<HashMap<String, Task<'a>>>,
     fetched: Mutex<usize>,
+}
+
+impl<'a> FetchReport<'a> {
+    fn new(said: &'a Notices) -> Self {
+        FetchReport { said, tasks: Mutex::new(HashMap::new()), fetched: Mutex::new(0) }
+    }
 }
 
 impl Report for FetchReport<'_> {
     fn fetching(&self, what: &str) {
         let mut tasks = workroomd::locks::lock(&self.tasks);
-        tasks.entry(what.to_string()).or_insert_with(|| self.progress.task(format!("fetching {what}")));
+        tasks.entry(what.to_string()).or_insert_with(|| self.said.task(format!("fetching {what}")));
     }
 
     fn fetched(&self, what: &str, bytes: usize) {
         *workroomd::locks::lock(&self.fetched) += 1;
         if let Some(task) = workroomd::locks::lock(&self.tasks).remove(what) {
-            task.finish(&format!("fetched {what}, {} KiB", bytes.div_ceil(1024)));
+            task.finish(format!("fetched {what}, {} KiB", bytes.div_ceil(1024)));
         }
     }
 
     fn warning(&self, text: &str) {
-        self.progress.println(&format!("warning: {text}"));
+        self.said.warn(text);
     }
 }
 
@@ -298,5 +334,108 @@ mod tests {
             out.extend(l.feed(chunk));
         }
         assert_eq!(out, ["Step 1/2 : FROM x", " ---> abc", "hello"]);
+    }
+
+    fn feature(user_id: &str) -> features::Feature {
+        features::Feature {
+            user_id: user_id.into(),
+            id: user_id.rsplit('/').next().unwrap().split(':').next().unwrap().into(),
+            source: features::reference::Source::Local(user_id.into()),
+            integrity: None,
+            json: Default::default(),
+            folder: user_id.into(),
+            values: Default::default(),
+        }
+    }
+
+    fn install(consecutive_id: &str) -> recipe::Install {
+        recipe::Install {
+            consecutive_id: consecutive_id.into(),
+            id_without_version: None,
+            feature: Default::default(),
+            folder: "/f".into(),
+            env: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_features_install_is_a_piece_of_work_with_its_lines_labelled_and_the_next_step_ends_it() {
+        let resolved = features::Resolved { features: vec![feature("./node"), feature("./go")] };
+        let installs = [install("node_0"), install("go_1")];
+        let (said, seen) = crate::notices::recorded();
+        let mut log = InstallLog::new(&resolved, &installs, &said);
+        let build = format!(
+            "Step 1/4 : FROM base\n ---> 4381118ed4a7\nStep 2/4 : RUN cd {d}/node_0 && ./install.sh\n \
+             ---> Running in 0bb1\nnode ok\nStep 3/4 : RUN cd {d}/go_1 && ./install.sh\ngo ok\n\
+             Removing intermediate container 3d29\nStep 4/4 : LABEL a=b\n",
+            d = recipe::DEST
+        );
+        // In pieces that split lines, as the engine streams it.
+        for chunk in build.as_bytes().chunks(9) {
+            log.feed(std::str::from_utf8(chunk).unwrap());
+        }
+        log.finish();
+        let seen = seen.lock().unwrap();
+        let ids: Vec<&str> =
+            seen.iter().filter(|l| l.starts_with("began ")).map(|l| l.split(' ').nth(1).unwrap()).collect();
+        let [node, go] = ids[..] else { panic!("one piece of work per feature: {seen:?}") };
+        assert_eq!(
+            *seen,
+            [
+                format!("began {node} installing ./node"),
+                format!("doing {node} node ok"),
+                "output [node] node ok\n".to_string(),
+                format!("ended {node} ok installed ./node"),
+                format!("began {go} installing ./go"),
+                format!("doing {go} go ok"),
+                "output [go] go ok\n".to_string(),
+                format!("ended {go} ok installed ./go"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_install_names_its_feature_its_exit_code_and_its_last_lines() {
+        let resolved = features::Resolved { features: vec![feature("./node")] };
+        let installs = [install("node_0")];
+        let (said, seen) = crate::notices::recorded();
+        let mut log = InstallLog::new(&resolved, &installs, &said);
+        log.feed(&format!("Step 2/3 : RUN cd {}/node_0 && ./install.sh\n", recipe::DEST));
+        for n in 0..FAILURE_LINES + 3 {
+            log.feed(&format!("line {n}\n"));
+        }
+        let error = log.failed("The command '/bin/sh -c cd x' returned a non-zero code: 7".into());
+        assert!(seen.lock().unwrap().last().is_some_and(|l| l.ends_with("failed ./node failed")), "{seen:?}");
+        let DerivedImageError::Install { feature, reason, tail } = error else { panic!("{error:?}") };
+        assert_eq!((feature.as_str(), reason.as_str()), ("./node", "its install.sh exited with 7"));
+        assert_eq!(tail.lines().count(), FAILURE_LINES);
+        assert_eq!(tail.lines().last(), Some(format!("    line {}", FAILURE_LINES + 2)).as_deref());
+        // A build that failed before any feature's step is the build's failure.
+        let (said, _) = crate::notices::recorded();
+        let error = InstallLog::new(&resolved, &installs, &said).failed("no base".into());
+        assert!(matches!(error, DerivedImageError::Build { reason } if reason == "no base"));
+    }
+
+    #[test]
+    fn a_features_download_is_a_piece_of_work_and_its_warnings_are_kept_for_ups_result() {
+        let (said, seen) = crate::notices::recorded();
+        let report = FetchReport::new(&said);
+        report.fetching("ghcr.io/devcontainers/features/node:1");
+        report.fetching("ghcr.io/devcontainers/features/node:1");
+        report.fetched("ghcr.io/devcontainers/features/node:1", 3000);
+        report.warning("ghcr.io/x/old:1 is deprecated");
+        assert_eq!(*workroomd::locks::lock(&report.fetched), 1);
+        let seen = seen.lock().unwrap();
+        let id = seen[0].split(' ').nth(1).unwrap();
+        assert_eq!(
+            *seen,
+            [
+                format!("began {id} fetching ghcr.io/devcontainers/features/node:1"),
+                format!("ended {id} ok fetched ghcr.io/devcontainers/features/node:1, 3 KiB"),
+                "warning: ghcr.io/x/old:1 is deprecated".to_string(),
+            ]
+        );
+        let kept: Vec<String> = said.take().iter().map(ToString::to_string).collect();
+        assert_eq!(kept, ["warning: ghcr.io/x/old:1 is deprecated"]);
     }
 }

@@ -87,8 +87,8 @@ pub const KILL_POINTS: &[&str] = &[
 fn kill_point(event: &str, key: &str) {
     let Some(at) = std::env::var_os(KILL_AT_ENV) else { return };
     if at.to_str() == Some(&format!("{event}:{key}")) {
-        use std::io::Write as _;
-        let _ = std::io::stderr().flush();
+        // Nothing to flush first: stderr, where everything said went, is
+        // written unbuffered.
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
 }
@@ -287,22 +287,19 @@ async fn daemon_job(link: &RoomLink, run: HookRun, on_abandoned: OnAbandoned, sa
             Response::Error { message } => bail!("the daemon could not run {hook}: {message}"),
             other => bail!("the daemon answered {other:?} to {hook}"),
         }
-        let ended = follow(&stream, &hook).await;
+        let ended = follow(&stream, &hook, say).await;
         kill_point("ended", &key);
         return ended;
     }
 }
 
-/// Shows a hook job's output as it comes (labelled lines, on stderr) and
+/// Says a hook job's output as it comes (lines the daemon labelled) and
 /// returns its end: the daemon's one-line reason when it failed.
-async fn follow(stream: &StreamHandle, hook: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
+async fn follow(stream: &StreamHandle, hook: &str, say: &Notices) -> anyhow::Result<()> {
     let (mut exit, mut reason) = (None, None);
     while let Some(event) = stream.recv().await {
         match event {
-            Event::Data(bytes) => {
-                let _ = std::io::stderr().lock().write_all(&bytes);
-            }
+            Event::Data(bytes) => say.output(&bytes),
             Event::Stderr(bytes) => reason = Some(String::from_utf8_lossy(&bytes).trim().to_string()),
             Event::Exit(status) => exit = Some(status),
             Event::Eof => break,
@@ -436,7 +433,7 @@ async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyho
         cwd: Some("/".into()),
         ..Default::default()
     };
-    let status = link.run_prefixed(request, "updateRemoteUserUID").await?;
+    let status = link.run_prefixed(request, "updateRemoteUserUID", ctx.say).await?;
     if status.code != Some(0) {
         bail!("updateRemoteUserUID failed for {} ({status:?})", ctx.user);
     }
@@ -559,7 +556,7 @@ pub async fn run_in_room(
             stdin: false,
             login_shell: false,
         };
-        let status = link.run_prefixed(request, label).await?;
+        let status = link.run_prefixed(request, label, ctx.say).await?;
         match status.code {
             Some(0) => Ok(()),
             Some(code) => bail!("{label} failed with exit code {code}"),
@@ -594,6 +591,23 @@ pub async fn run_on_host(cmd: &Command, folder: &Path, say: &Notices) -> anyhow:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hook_begun_under_an_up_that_died_is_warned_of_once_and_one_done_says_nothing() {
+        let said = Notices::kept();
+        say_interrupted(&said, Once::Done, "postCreateCommand");
+        assert!(said.take().is_empty());
+        say_interrupted(&said, Once::Interrupted, "postCreateCommand");
+        assert_eq!(
+            said.take(),
+            [crate::notices::Notice {
+                level: crate::notices::Level::Warning,
+                text: "postCreateCommand began under an `up` that died before it ended; it is not run twice \
+                       (`workroom up --recreate` makes the room afresh)"
+                    .into(),
+            }]
+        );
+    }
 
     #[test]
     fn a_claim_of_a_dead_local_process_is_abandoned_and_a_live_or_foreign_one_is_not() {

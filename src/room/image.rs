@@ -3,10 +3,10 @@
 
 use crate::config::{Build, Loaded, Source};
 use crate::engine::{BuildRequest, Engine, EngineError};
+use crate::notices::{Notices, Task};
 use crate::plan::create::ImageFacts;
 use bollard::models::ImageInspect;
 use std::collections::HashMap;
-use std::io::Write;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -30,7 +30,7 @@ pub async fn ensure(
     engine: &Engine,
     loaded: &Loaded,
     tag: &str,
-    say: &crate::notices::Notices,
+    say: &Notices,
 ) -> Result<(String, ImageFacts), ImageError> {
     match &loaded.model.source {
         Source::Image(image) => {
@@ -38,7 +38,7 @@ pub async fn ensure(
             if let Some(found) = found {
                 return Ok((image.clone(), facts(&found)));
             }
-            pull(engine, image, &loaded.config_path.display().to_string()).await?;
+            pull(engine, image, &loaded.config_path.display().to_string(), say).await?;
             let found = engine.inspect_image(image).await?.ok_or_else(|| ImageError::Missing {
                 image: image.clone(),
                 reason: "the pull finished but the image is not there".into(),
@@ -86,27 +86,73 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
     }
 }
 
-async fn pull(engine: &Engine, image: &str, config: &str) -> Result<(), ImageError> {
-    let progress = crate::progress::Progress::stderr();
-    let mut layers = crate::progress::Layers::default();
-    progress.println(&format!("pulling {image}"));
+async fn pull(engine: &Engine, image: &str, config: &str, say: &Notices) -> Result<(), ImageError> {
+    let started = std::time::Instant::now();
+    let mut layers = Layers::new(say);
+    say.say(format!("pulling {image}"));
     engine
         .pull_image(image, &mut |p: crate::engine::PullProgress<'_>| {
-            layers.update(&progress, p.layer, p.status, p.current, p.total)
+            layers.update(p.layer, p.status, p.current, p.total)
         })
         .await
         .map_err(|e| ImageError::Missing { image: image.into(), reason: e.reason, config: config.into() })?;
     layers.finish_all();
-    progress.summary(&format!("pulled {image}"));
+    say.summary(format!("pulled {image}"), started);
     Ok(())
 }
 
-async fn build_image(
-    engine: &Engine,
-    build: &Build,
-    tag: &str,
-    say: &crate::notices::Notices,
-) -> Result<(), ImageError> {
+/// A pull's layers, a piece of work each, following the engine's status
+/// for it (`Downloading` with bytes, `Extracting`, `Pull complete`,
+/// `Already exists`).
+struct Layers<'a> {
+    said: &'a Notices,
+    tasks: Vec<(String, Option<Task<'a>>)>,
+}
+
+impl<'a> Layers<'a> {
+    fn new(said: &'a Notices) -> Self {
+        Layers { said, tasks: Vec::new() }
+    }
+
+    fn update(&mut self, id: &str, status: &str, current: Option<i64>, total: Option<i64>) {
+        // The first lines name the tag or the digest, not a layer.
+        if status.starts_with("Pulling from") || status.starts_with("Digest:") || status.starts_with("Status:") {
+            return;
+        }
+        let at = match self.tasks.iter().position(|(l, _)| l == id) {
+            Some(at) => at,
+            None => {
+                self.tasks.push((id.to_string(), Some(self.said.task(format!("layer {id}")))));
+                self.tasks.len() - 1
+            }
+        };
+        let done = status == "Pull complete" || status == "Already exists";
+        let slot = &mut self.tasks[at].1;
+        match (done, slot.take()) {
+            (true, Some(task)) => task.finish(format!("layer {id}: {}", status.to_lowercase())),
+            (false, Some(task)) => {
+                let bytes = match (current, total) {
+                    (Some(c), Some(t)) if t > 0 => format!(" {} / {} KiB", c / 1024, t / 1024),
+                    _ => String::new(),
+                };
+                task.doing(format!("{status}{bytes}"));
+                *slot = Some(task);
+            }
+            (_, None) => {}
+        }
+    }
+
+    /// Ends the layers the engine never said were complete.
+    fn finish_all(&mut self) {
+        for (_, task) in &mut self.tasks {
+            if let Some(task) = task.take() {
+                task.finish("layer pulled");
+            }
+        }
+    }
+}
+
+async fn build_image(engine: &Engine, build: &Build, tag: &str, say: &Notices) -> Result<(), ImageError> {
     let fail = |reason: String| ImageError::Build { dockerfile: build.dockerfile.display().to_string(), reason };
     let (context, dockerfile) = context_tar(build).map_err(|e| fail(format!("packing the build context: {e}")))?;
     let request = BuildRequest {
@@ -119,12 +165,11 @@ async fn build_image(
         labels: HashMap::from([("workroom.build".to_string(), "1".to_string())]),
     };
     say.say(format!("building {} (context {})", build.dockerfile.display(), build.context.display()));
-    let mut err = std::io::stderr();
     let mut made = BuildSteps::default();
     let built = engine
         .build_image(request, &mut |text| {
             made.feed(text);
-            let _ = err.write_all(text.as_bytes());
+            say.output(text.as_bytes());
         })
         .await;
     match built {
@@ -266,6 +311,40 @@ mod tests {
         let b =
             build(dir.path().join(".devcontainer/../.devcontainer/Dockerfile"), dir.path().join(".devcontainer/.."));
         assert_eq!(context_tar(&b).unwrap().1, ".devcontainer/Dockerfile");
+    }
+
+    #[test]
+    fn a_pulls_layers_are_a_piece_of_work_each_from_their_first_status_to_complete() {
+        let (said, seen) = crate::notices::recorded();
+        let mut layers = Layers::new(&said);
+        layers.update("bookworm", "Pulling from library/debian", None, None);
+        layers.update("a1", "Pulling fs layer", None, None);
+        layers.update("b2", "Already exists", None, None);
+        layers.update("a1", "Downloading", Some(2048), Some(10240));
+        layers.update("a1", "Pull complete", None, None);
+        layers.update("a1", "Extracting", None, None);
+        layers.update("c3", "Waiting", None, None);
+        layers.update("x", "Digest: sha256:00", None, None);
+        layers.finish_all();
+        let seen = seen.lock().unwrap();
+        let ids: Vec<&str> =
+            seen.iter().filter(|l| l.starts_with("began ")).map(|l| l.split(' ').nth(1).unwrap()).collect();
+        let [a, b, c] = ids[..] else { panic!("three layers, not the tag or the digest: {seen:?}") };
+        assert_eq!(
+            *seen,
+            [
+                format!("began {a} layer a1"),
+                format!("doing {a} Pulling fs layer"),
+                format!("began {b} layer b2"),
+                format!("ended {b} ok layer b2: already exists"),
+                format!("doing {a} Downloading 2 / 10 KiB"),
+                format!("ended {a} ok layer a1: pull complete"),
+                format!("began {c} layer c3"),
+                format!("doing {c} Waiting"),
+                format!("ended {c} ok layer pulled"),
+            ]
+        );
+        assert!(said.take().is_empty(), "a pull's progress is drawn, not kept with the warnings");
     }
 
     #[test]

@@ -88,12 +88,12 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
-    create::check(loaded, &crate::plan::run_args::RealHost)?;
+    create::check(loaded, &super::HostFiles)?;
     // Before anything of the room's is made: whether the engine sees the
     // workspace folder, or the workspace goes into a volume.
     let workspace = super::workspace_volume::decide(engine, loaded, name, options.workspace).await?;
     let (image, facts) = image::ensure(engine, loaded, &build_tag, say).await?;
-    let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock).await?;
+    let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock, say).await?;
     // Before anything is made for the room: a platform we carry no daemon
     // for is refused here, and an image built for it is ours to remove.
     let daemon = match daemon::for_image(engine, &image).await {
@@ -181,7 +181,8 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
             let volume = workspace.volume.as_deref().unwrap_or_default();
             let how = if git { "as .gitignore keeps it" } else { "every file" };
             let label = format!("uploading the workspace into {volume} ({how})");
-            super::workspace_volume::upload(engine, &id, folder, &workspace_target, files.clone(), &label).await?;
+            super::workspace_volume::upload(engine, &id, (folder, files.clone()), &workspace_target, &label, say)
+                .await?;
             if let Err(e) = super::sync::record_upload(name, folder, &files) {
                 say.warn(format!("{name}: `workroom sync` will take every file as changed: {e:#}"));
             }
@@ -290,7 +291,7 @@ pub(super) async fn room_plan(
         metadata: &metadata,
         metadata_privileged: !options.refuse_metadata_privileged,
         peer: peer_setup.as_ref().map(|p| &p.join),
-        host: &crate::plan::run_args::RealHost,
+        host: &super::HostFiles,
     };
     let mut plan = create::plan_with_peers(loaded, &inputs)?;
     let confinement = match options.shape.nested {

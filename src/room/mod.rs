@@ -30,6 +30,20 @@ use crate::engine::{Engine, EngineError};
 use crate::plan::labels;
 use bollard::models::ContainerSummary;
 
+/// This host's environment and files, as `runArgs` reads them (`-e NAME`,
+/// `--env-file`, `--label-file`): the plan's one window on the host, opened
+/// here so that `plan` does no I/O.
+pub struct HostFiles;
+
+impl crate::plan::run_args::Host for HostFiles {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+    fn read(&self, path: &std::path::Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
 /// Every container with our schema label (and this install's scope, if
 /// any): rooms and the peer anchor. Nothing without the label is ever
 /// listed, stopped or removed.

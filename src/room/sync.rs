@@ -28,13 +28,15 @@ const MAX_LISTING: u64 = 64 << 20;
 /// The folder git keeps to itself (see the module doc).
 const GIT_DIR: &str = ".git";
 
-/// Where the base of room `room` is kept.
-fn base_path(room: &str) -> PathBuf {
-    crate::forward::state::dir().join("sync").join(format!("{room}.json"))
+/// Where the base of room `room` is kept, in the state folder `dir`.
+fn base_path(dir: &Path, room: &str) -> PathBuf {
+    dir.join("sync").join(format!("{room}.json"))
 }
 
 fn load_base(room: &str) -> anyhow::Result<Listing> {
-    let path = base_path(room);
+    // No home, no record: every file is new.
+    let Some(dir) = crate::forward::state::dir() else { return Ok(Listing::new()) };
+    let path = base_path(&dir, room);
     match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("{} is not a sync record", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Listing::new()),
@@ -43,7 +45,7 @@ fn load_base(room: &str) -> anyhow::Result<Listing> {
 }
 
 fn save_base(room: &str, base: &Listing) -> anyhow::Result<()> {
-    let path = base_path(room);
+    let path = base_path(&crate::forward::state::made()?, room);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
     }
@@ -55,7 +57,9 @@ fn save_base(room: &str, base: &Listing) -> anyhow::Result<()> {
 
 /// Drops the record of a room whose volume is gone (`down --volumes`).
 pub fn forget(room: &str) {
-    let _ = std::fs::remove_file(base_path(room));
+    if let Some(dir) = crate::forward::state::dir() {
+        let _ = std::fs::remove_file(base_path(&dir, room));
+    }
 }
 
 /// After the upload into a fresh volume, both sides hold `files` as they are here.
@@ -120,17 +124,25 @@ pub struct Report {
     pub direction: Direction,
 }
 
-/// Pulls or pushes the workspace of the running room `c` (its id `id`)
-/// against `folder`, limited to `only` (relative to the folder).
+/// The running room a sync is with.
+pub struct Target<'a> {
+    pub id: &'a str,
+    /// Its container name.
+    pub name: &'a str,
+    pub container: &'a ContainerInspectResponse,
+}
+
+/// Pulls or pushes the workspace of the running room `target` against
+/// `folder`, limited to `only` (relative to the folder).
 pub async fn sync(
     engine: &Engine,
-    id: &str,
-    room: &str,
-    c: &ContainerInspectResponse,
+    target: Target<'_>,
     folder: &Path,
     direction: Direction,
     only: Option<&str>,
+    say: &crate::notices::Notices,
 ) -> anyhow::Result<Report> {
+    let Target { id, name: room, container: c } = target;
     let (_volume, root) = volume_mount(c, room)?;
     let base = load_base(room)?;
     let (files, git) = super::workspace_volume::files_of(folder)?;
@@ -161,7 +173,7 @@ pub async fn sync(
             if !plan.copy.is_empty() {
                 let files: Vec<PathBuf> = plan.copy.iter().map(PathBuf::from).collect();
                 let label = format!("pushing {} files into {room}", files.len());
-                super::workspace_volume::upload(engine, id, folder, &root, files, &label).await?;
+                super::workspace_volume::upload(engine, id, (folder, files), &root, &label, say).await?;
             }
             if !plan.delete.is_empty() {
                 let mut argv = vec![workroomd::room::DAEMON_PATH.to_string(), "files".into(), root.clone()];

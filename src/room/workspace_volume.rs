@@ -260,20 +260,23 @@ pub fn folders_of(files: &[PathBuf]) -> Vec<PathBuf> {
     folders.into_iter().collect()
 }
 
+/// How often an upload says how far it got: a terminal shows it, and
+/// counting costs nothing next to the tar.
+const UPLOAD_TICK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Uploads `files` of `folder` into container `id` at `target`, streaming
-/// the tar with progress on stderr.
+/// the tar, its progress said to `say`.
 pub async fn upload(
     engine: &Engine,
     id: &str,
-    folder: &Path,
+    (folder, files): (&Path, Vec<PathBuf>),
     target: &str,
-    files: Vec<PathBuf>,
     label: &str,
+    say: &crate::notices::Notices,
 ) -> anyhow::Result<Uploaded> {
     let total: u64 = files.iter().filter_map(|f| std::fs::symlink_metadata(folder.join(f)).ok()).map(|m| m.len()).sum();
     let count = files.len();
-    let progress = crate::progress::Progress::stderr();
-    let task = progress.task(format!("{label}: {count} files, {}", size(total)));
+    let task = say.task(format!("{label}: {count} files, {}", size(total)));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(UPLOAD_QUEUE);
     let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = {
@@ -283,9 +286,9 @@ pub async fn upload(
     let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
     let ticker = async {
         loop {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            tokio::time::sleep(UPLOAD_TICK).await;
             let done = sent.load(std::sync::atomic::Ordering::Relaxed);
-            task.message(&format!("{} of {}", size(done), size(total)));
+            task.doing(format!("{} of {}", size(done), size(total)));
         }
     };
     let result = tokio::select! {
@@ -295,15 +298,15 @@ pub async fn upload(
     let written = writer.await.context("the workspace packer")?;
     match (result, written) {
         (Ok(()), Ok(())) => {
-            task.finish(&format!("{label}: {count} files, {}", size(total)));
+            task.finish(format!("{label}: {count} files, {}", size(total)));
             Ok(Uploaded { files: count, bytes: total, git: false })
         }
         (Err(e), _) => {
-            task.fail(&format!("{label}: failed"));
+            task.fail(format!("{label}: failed"));
             Err(e.into())
         }
         (Ok(()), Err(e)) => {
-            task.fail(&format!("{label}: failed"));
+            task.fail(format!("{label}: failed"));
             Err(e)
         }
     }

@@ -177,11 +177,29 @@ impl Parsed {
     }
 }
 
+/// A command line the face refuses, in one line naming the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    #[error("devcontainer {command}: unknown flag --{flag} (docs/guide.md lists the flags workroom takes)")]
+    Unknown { command: String, flag: String },
+    #[error("devcontainer {command}: --{flag} takes true or false, not {value:?}")]
+    NotBool { command: String, flag: String, value: String },
+    #[error("devcontainer {command}: --{flag} needs a value")]
+    NoValue { command: String, flag: String },
+    #[error("devcontainer {command}: --{flag} is refused: {why}")]
+    Refused { command: String, flag: String, why: &'static str },
+    #[error("--{flag} {text:?} is not NAME=VALUE")]
+    NotNameValue { flag: String, text: String },
+    #[error("--mount {text:?} is not type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]")]
+    NotMount { text: String },
+}
+
 /// Reads `args` (after the command's words) against `table`. With
 /// `stop_at_word` (exec), the first word that is not a flag and all after
 /// it are the positional words, flags or not, as `exec CMD ARGS…` needs.
 /// The error is one line naming the flag.
-pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool) -> Result<Parsed, String> {
+pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool) -> Result<Parsed, ArgsError> {
+    let command = command.to_string();
     let mut parsed = Parsed::default();
     let mut words = args.iter().peekable();
     while let Some(word) = words.next() {
@@ -202,12 +220,13 @@ pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool)
             None => (body, None),
         };
         let Some(flag) = table.iter().chain(GLOBAL).find(|f| f.name == name) else {
-            return Err(format!(
-                "devcontainer {command}: unknown flag --{name} (docs/guide.md lists the flags workroom takes)"
-            ));
+            return Err(ArgsError::Unknown { command, flag: name.to_string() });
         };
         let value = match (flag.kind, inline) {
-            (Kind::Bool, Some(v)) => bool_word(&v).ok_or_else(|| not_bool(command, name, &v))?.to_string(),
+            (Kind::Bool, Some(v)) => match bool_word(&v) {
+                Some(b) => b.to_string(),
+                None => return Err(ArgsError::NotBool { command, flag: name.to_string(), value: v }),
+            },
             (Kind::Bool, None) => match words.peek().and_then(|w| bool_word(w)) {
                 Some(b) => {
                     words.next();
@@ -218,11 +237,11 @@ pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool)
             (_, Some(v)) => v,
             (_, None) => match words.next() {
                 Some(v) => v.clone(),
-                None => return Err(format!("devcontainer {command}: --{name} needs a value")),
+                None => return Err(ArgsError::NoValue { command, flag: name.to_string() }),
             },
         };
         match flag.use_ {
-            Use::Refused(why) => return Err(format!("devcontainer {command}: --{name} is refused: {why}")),
+            Use::Refused(why) => return Err(ArgsError::Refused { command, flag: name.to_string(), why }),
             Use::Ignored(why) => {
                 if !parsed.ignored.iter().any(|(n, _)| *n == flag.name) {
                     parsed.ignored.push((flag.name, why));
@@ -243,22 +262,18 @@ fn bool_word(word: &str) -> Option<bool> {
     }
 }
 
-fn not_bool(command: &str, name: &str, value: &str) -> String {
-    format!("devcontainer {command}: --{name} takes true or false, not {value:?}")
-}
-
 /// `NAME=VALUE` of `--remote-env` and `--id-label`.
-pub fn name_value(flag: &str, text: &str) -> Result<(String, String), String> {
+pub fn name_value(flag: &str, text: &str) -> Result<(String, String), ArgsError> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
-        _ => Err(format!("--{flag} {text:?} is not NAME=VALUE")),
+        _ => Err(ArgsError::NotNameValue { flag: flag.to_string(), text: text.to_string() }),
     }
 }
 
 /// The reference's `--mount type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]`
 /// as the engine's mount spec (`external` is the reference's own key: it
 /// says a volume is not to be made, which the engine never does anyway).
-pub fn mount_spec(text: &str) -> Result<String, String> {
+pub fn mount_spec(text: &str) -> Result<String, ArgsError> {
     let mut kind = None;
     let mut target = None;
     let mut kept = Vec::new();
@@ -274,9 +289,7 @@ pub fn mount_spec(text: &str) -> Result<String, String> {
     }
     match (kind, target) {
         (Some("bind" | "volume"), Some(t)) if !t.is_empty() => Ok(kept.join(",")),
-        _ => Err(format!(
-            "--mount {text:?} is not type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]"
-        )),
+        _ => Err(ArgsError::NotMount { text: text.to_string() }),
     }
 }
 
@@ -315,20 +328,20 @@ mod tests {
         assert!(p.on("remove-existing-container"));
         assert!(!p.on("skip-post-attach"));
         assert!(p.on("expect-existing-container"));
-        let e = parse("up", UP, &words("--skip-post-attach=yes"), false).unwrap_err();
+        let e = parse("up", UP, &words("--skip-post-attach=yes"), false).unwrap_err().to_string();
         assert_eq!(e, "devcontainer up: --skip-post-attach takes true or false, not \"yes\"");
     }
 
     #[test]
     fn an_unknown_flag_is_one_line_naming_it() {
-        let e = parse("up", UP, &words("--workspace-folder /w --frobnicate"), false).unwrap_err();
+        let e = parse("up", UP, &words("--workspace-folder /w --frobnicate"), false).unwrap_err().to_string();
         assert_eq!(e.lines().count(), 1);
         assert!(e.contains("unknown flag --frobnicate"), "{e}");
     }
 
     #[test]
     fn a_refused_flag_says_why_and_an_ignored_one_is_listed_once_with_why() {
-        let e = parse("up", UP, &words("--additional-features {}"), false).unwrap_err();
+        let e = parse("up", UP, &words("--additional-features {}"), false).unwrap_err().to_string();
         assert!(e.starts_with("devcontainer up: --additional-features is refused: not yet"), "{e}");
         let p = parse("up", UP, &words("--log-level debug --log-level trace --docker-path /x"), false).unwrap();
         assert_eq!(p.ignored, [("log-level", OWN_LOGS), ("docker-path", ENGINE_API)]);
@@ -346,7 +359,7 @@ mod tests {
     #[test]
     fn a_value_flag_at_the_end_without_its_value_is_refused() {
         assert_eq!(
-            parse("exec", EXEC, &words("--container-id"), true).unwrap_err(),
+            parse("exec", EXEC, &words("--container-id"), true).unwrap_err().to_string(),
             "devcontainer exec: --container-id needs a value"
         );
     }
@@ -358,7 +371,10 @@ mod tests {
             "type=volume,source=v,target=/v"
         );
         assert_eq!(mount_spec("type=bind,source=/a,target=/b").unwrap(), "type=bind,source=/a,target=/b");
-        assert!(mount_spec("source=/a,target=/b").is_err());
+        assert_eq!(
+            mount_spec("source=/a,target=/b").unwrap_err().to_string(),
+            "--mount \"source=/a,target=/b\" is not type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]"
+        );
         assert!(mount_spec("type=tmpfs,target=/b").is_err());
         assert!(mount_spec("type=bind,source=/a").is_err());
     }
@@ -366,7 +382,7 @@ mod tests {
     #[test]
     fn name_value_needs_a_name_and_keeps_equals_signs_in_the_value() {
         assert_eq!(name_value("remote-env", "A=b=c").unwrap(), ("A".into(), "b=c".into()));
-        assert!(name_value("remote-env", "=x").is_err());
+        assert_eq!(name_value("remote-env", "=x").unwrap_err().to_string(), "--remote-env \"=x\" is not NAME=VALUE");
         assert!(name_value("remote-env", "novalue").is_err());
     }
 }

@@ -15,7 +15,7 @@ mod log;
 
 use super::{RoomArgs, WorkspaceArgs};
 use crate::engine::Engine;
-use crate::notices::Notices;
+use crate::notices::{Event, Notices};
 use crate::room::resolve::{Resolved, UpFlags};
 use crate::room::up;
 use anyhow::{bail, Context as _};
@@ -82,11 +82,18 @@ enum Command {
     Authoring(String),
 }
 
-fn command_of(words: &[String]) -> Result<(Command, usize), String> {
+/// A command word the face cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CommandError {
+    #[error("devcontainer: no command given (up, exec, read-configuration; docs/guide.md lists them)")]
+    None,
+    #[error("devcontainer: unknown command {word:?} (docs/guide.md lists the commands)")]
+    Unknown { word: String },
+}
+
+fn command_of(words: &[String]) -> Result<(Command, usize), CommandError> {
     let first = words.iter().position(|w| !w.starts_with("--"));
-    let Some(at) = first else {
-        return Err("devcontainer: no command given (up, exec, read-configuration; docs/guide.md lists them)".into());
-    };
+    let Some(at) = first else { return Err(CommandError::None) };
     let second = words.get(at + 1).map(String::as_str);
     Ok(match words[at].as_str() {
         "up" => (Command::Up, at + 1),
@@ -105,7 +112,7 @@ fn command_of(words: &[String]) -> Result<(Command, usize), String> {
             let sub = second.filter(|s| !s.starts_with("--")).map(|s| format!(" {s}")).unwrap_or_default();
             (Command::Authoring(format!("{}{sub}", words[at])), at + 2)
         }
-        other => return Err(format!("devcontainer: unknown command {other:?} (docs/guide.md lists the commands)")),
+        other => return Err(CommandError::Unknown { word: other.to_string() }),
     })
 }
 
@@ -113,15 +120,17 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     // `--version` and `--help` alone, as callers probe a CLI before using it.
     // The version is workroom's: claiming the reference's would be a lie.
     match words {
+        // A closed stdout (`devcontainer --version | true`) is a quiet
+        // end, as for any of our output; nothing else can fail here.
         [only] if only == "--version" => {
-            println!("{}", env!("CARGO_PKG_VERSION"));
+            let _ = crate::output::print(&format!("{}\n", env!("CARGO_PKG_VERSION")));
             return 0;
         }
         [only] if only == "--help" => {
-            println!(
+            let _ = crate::output::print(
                 "devcontainer <command> (workroom's devcontainer face)\n\n\
                  up, exec and read-configuration take the reference CLI's command lines;\n\
-                 docs/guide.md, \"Using workroom where the devcontainer CLI is expected\", lists every flag."
+                 docs/guide.md, \"Using workroom where the devcontainer CLI is expected\", lists every flag.\n",
             );
             return 0;
         }
@@ -129,8 +138,8 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     }
     let (command, rest) = match command_of(words) {
         Ok(found) => found,
-        Err(line) => {
-            log.error(&line);
+        Err(e) => {
+            log.error(&e.to_string());
             return EXIT_FAILED;
         }
     };
@@ -158,8 +167,8 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     };
     let parsed = match args::parse(name, table, &rest, stop_at_word) {
         Ok(parsed) => parsed,
-        Err(line) => {
-            log.error(&line);
+        Err(e) => {
+            log.error(&e.to_string());
             return EXIT_FAILED;
         }
     };
@@ -218,7 +227,7 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
     for w in resolved.warnings() {
         log.warn(&w);
     }
-    add_command_line(&mut resolved, p).map_err(anyhow::Error::msg)?;
+    add_command_line(&mut resolved, p)?;
     let engine = Engine::connect().await?;
     if p.on("expect-existing-container") && resolved.find(&engine).await?.is_none() {
         // The reference's words, which callers may match.
@@ -236,7 +245,13 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
         name: None,
         lock,
     };
-    let notices = Notices::new(move |n| log.notice(n));
+    // With JSON logs, a notice keeps its level; the rest is plain lines on
+    // stderr, which the face's relay wraps (`log.rs`).
+    let stderr = super::progress::Stderr::new();
+    let notices = Notices::new(move |e| match (log.0, e) {
+        (Format::Json, Event::Notice(n)) => log.notice(n),
+        (_, e) => stderr.show(e),
+    });
     let r = up::up(&engine, &resolved.loaded, &resolved.up_options(flags), &notices).await?;
     // Key for key and in the reference's order (a compose room's project
     // after the container), for callers that compare the text.
@@ -279,7 +294,7 @@ async fn compose_project(engine: &Engine, id: &str) -> anyhow::Result<String> {
 /// hash `up` compares) is the file's alone, as the reference records none
 /// of them. A room that exists keeps what it was made with, as the
 /// reference's does.
-fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), String> {
+fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), args::ArgsError> {
     let run_args = &mut resolved.loaded.model.run_args;
     for mount in p.all("mount") {
         run_args.extend(["--mount".to_string(), args::mount_spec(mount)?]);
@@ -301,8 +316,8 @@ fn exec_command(p: &Parsed, log: Log) -> i32 {
     for pair in p.all("remote-env") {
         match args::name_value("remote-env", pair) {
             Ok(pair) => remote_env.push(pair),
-            Err(line) => {
-                log.error(&format!("devcontainer exec: {line}"));
+            Err(e) => {
+                log.error(&format!("devcontainer exec: {e}"));
                 return EXIT_FAILED;
             }
         }
@@ -331,7 +346,7 @@ fn exec_command(p: &Parsed, log: Log) -> i32 {
 /// --id-label` put them on the room), by id.
 async fn labelled_room(labels: &[String]) -> anyhow::Result<String> {
     for label in labels {
-        args::name_value("id-label", label).map_err(anyhow::Error::msg)?;
+        args::name_value("id-label", label)?;
     }
     let engine = Engine::connect().await?;
     let found = engine.list(labels).await?;
@@ -415,7 +430,9 @@ mod tests {
             _ => panic!("templates apply is an authoring command"),
         }
         let e = command_of(&words("frobnicate")).err().unwrap();
-        assert!(e.contains("unknown command \"frobnicate\""), "{e}");
+        assert_eq!(e, CommandError::Unknown { word: "frobnicate".into() });
+        assert!(e.to_string().contains("unknown command \"frobnicate\""), "{e}");
+        assert_eq!(command_of(&words("--log-format=json")).err(), Some(CommandError::None));
     }
 
     #[test]

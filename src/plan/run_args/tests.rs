@@ -259,7 +259,28 @@ fn gpus_become_device_requests_as_the_docker_cli_reads_them() {
     assert_eq!(picked[0].device_ids, Some(vec!["0".to_string(), "2".to_string()]));
     assert_eq!(picked[0].driver.as_deref(), Some("nvidia"));
     assert_eq!(picked[0].capabilities, Some(vec![vec!["compute".to_string()]]));
-    assert!(matches!(run(&["--gpus", "many"]), Err(RunArgsError::Invalid { .. })));
+    let refused = |args: &[&str]| run(args).unwrap_err();
+    let (flag, gpus) = (String::from("--gpus"), |v: &str| v.to_string());
+    assert_eq!(
+        refused(&["--gpus", "many"]),
+        RunArgsError::GpusCount { flag: flag.clone(), value: gpus("many"), field: gpus("many") }
+    );
+    assert_eq!(
+        refused(&["--gpus", "count=x"]),
+        RunArgsError::GpusCount { flag: flag.clone(), value: gpus("count=x"), field: gpus("x") }
+    );
+    assert_eq!(
+        refused(&["--gpus", "colour=red"]),
+        RunArgsError::GpusField { flag: flag.clone(), value: gpus("colour=red"), field: gpus("colour") }
+    );
+    assert_eq!(
+        refused(&["--gpus", "options=a"]),
+        RunArgsError::GpusOptions { flag: flag.clone(), value: gpus("options=a") }
+    );
+    assert_eq!(
+        refused(&["--gpus=count=1,device=0"]).to_string(),
+        "runArgs: `--gpus` value \"count=1,device=0\" is invalid: count and device cannot be given together"
+    );
 }
 
 #[test]
