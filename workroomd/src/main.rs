@@ -30,6 +30,7 @@ mod hooks;
 mod jobs;
 mod locale;
 mod log;
+mod oom;
 mod pane;
 mod panes;
 mod relay;
