@@ -27,12 +27,22 @@
 //! [panes]
 //! history_lines = 10000                       # lines each pane keeps above its screen
 //! history_bytes = 524288                      # and at most this many bytes of them
+//!
+//! [caps]                                      # resource caps of a room, when it is made
+//! cpus = 2                                    # CPUs (1.5: a CPU and a half)
+//! memory = "4g"                               # memory; swap is capped at the same unless…
+//! memory_swap = "6g"                          # …memory and swap together (-1: swap uncapped)
+//! pids = 512                                  # processes (and threads)
+//! tmp = "1g"                                  # /tmp as an in-memory tmpfs of this size
 //! ```
 //!
 //! `nested` and `network.mode` may also come from devcontainer.json's
-//! `customizations.workroom.nested` / `customizations.workroom.network`; the
-//! order is `.workroom.toml`, then devcontainer.json, then the user's file.
+//! `customizations.workroom.nested` / `customizations.workroom.network`,
+//! and `[caps]` from `customizations.workroom.caps` (an object of the same
+//! keys); the order is `.workroom.toml`, then devcontainer.json, then the
+//! user's file. Caps meet `runArgs`' own in `plan::caps` (the lower holds).
 
+use crate::plan::caps::{self, Asked, CapsFile};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -79,6 +89,12 @@ pub struct SettingsFile {
     pub network: NetworkFile,
     #[serde(default)]
     pub panes: PanesFile,
+    #[serde(default)]
+    pub caps: CapsFile,
+    /// `customizations.workroom.caps`, kept apart from the file's own so a
+    /// warning can say where a cap came from.
+    #[serde(skip)]
+    pub customization_caps: CapsFile,
 }
 
 /// The `[panes]` table.
@@ -175,6 +191,8 @@ pub struct Settings {
     /// and a relative path are the worktree module's to resolve, against the
     /// main checkout). `None`: beside the repository.
     pub worktrees: Option<PathBuf>,
+    /// The resource caps asked of a room made now, each with where it was said.
+    pub caps: Asked,
 }
 
 impl Settings {
@@ -192,6 +210,8 @@ pub struct Flags {
     pub peer_group: Option<String>,
     /// `--workspace auto|bind|volume`.
     pub workspace: Option<WorkspaceMode>,
+    /// `up --cpus`, `--memory`, `--memory-swap`, `--pids`, `--tmp`.
+    pub caps: CapsFile,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -247,6 +267,12 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
         history_bytes: project.panes.history_bytes.or(user.panes.history_bytes),
         workspace: flags.workspace.or(project.workspace).or(user.workspace).unwrap_or_default(),
         worktrees: project.worktrees.clone().or_else(|| user.worktrees.clone()),
+        caps: caps::asked(&[
+            (&flags.caps, caps::Source::Flag),
+            (&project.caps, caps::Source::Project),
+            (&project.customization_caps, caps::Source::Customizations),
+            (&user.caps, caps::Source::User),
+        ]),
     }
 }
 
@@ -282,7 +308,25 @@ pub fn under_customizations(
         };
         project.network.mode = project.network.mode.or(Some(mode));
     }
+    if let Some(v) = ours.get("caps") {
+        project.customization_caps = serde_json::from_value(v.clone()).map_err(|e| SettingsError::Parse {
+            path: config.display().to_string(),
+            // serde_json's own words on a wrong key name the key, ours name
+            // it as `caps.KEY`: either way under `customizations.workroom`.
+            message: format!("customizations.workroom: {}", json_message(&e)),
+        })?;
+    }
     Ok(project)
+}
+
+/// serde_json's message without its position (which is in the value we
+/// handed it, not in the file).
+fn json_message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
 }
 
 /// `~/x` against the host user's home; other paths as written.

@@ -2,6 +2,7 @@
 //! to what should be done. No I/O here, so each decision is a table test.
 
 pub mod blame;
+pub mod caps;
 pub mod compose;
 pub mod create;
 pub mod dockerfile;

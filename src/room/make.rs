@@ -51,6 +51,9 @@ pub struct UpOptions {
     pub workspace: crate::settings::WorkspaceMode,
     /// What the room's forwarder carries besides ports (`[forward]`).
     pub forward: crate::forward::settings::ForwardSettings,
+    /// The resource caps the settings ask (`plan::caps` meets them with
+    /// `runArgs`' own).
+    pub caps: crate::plan::caps::Asked,
 }
 
 /// Who is making which room, and how: what every making step reads.
@@ -84,7 +87,8 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
-    create::check(loaded, &crate::plan::run_args::RealHost)?;
+    let mut dry = create::check(loaded, &crate::plan::run_args::RealHost)?;
+    crate::plan::caps::apply(&mut dry, &options.caps)?;
     // Before anything of the room's is made: whether the engine sees the
     // workspace folder, or the workspace goes into a volume.
     let workspace = super::workspace_volume::decide(engine, loaded, name, options.workspace).await?;
@@ -294,6 +298,9 @@ pub(super) async fn room_plan(
         false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
     };
     for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
+        say.warn(format!("{name}: {w}"));
+    }
+    for w in crate::plan::caps::apply(&mut plan, &options.caps)? {
         say.warn(format!("{name}: {w}"));
     }
     // Before the create: when the engine refuses what metadata asked for

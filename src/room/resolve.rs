@@ -154,6 +154,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         lock: flags.lock,
         workspace: settings.workspace,
         forward: settings.into(),
+        caps: settings.caps,
     }
 }
 
@@ -260,6 +261,7 @@ mod tests {
             history_bytes: None,
             workspace: Default::default(),
             worktrees: None,
+            caps: Default::default(),
         }
     }
 

@@ -39,6 +39,8 @@ pub struct UpResult {
     pub workspace: crate::plan::workspace::Decision,
     /// A linked checkout's git folder as mounted, from its label.
     pub git: Option<crate::plan::git::Summary>,
+    /// The room's resource caps, from its host config as the engine holds it.
+    pub caps: crate::plan::caps::Caps,
     /// Every warning, note and progress line `up` said, in order.
     pub notices: Vec<Notice>,
 }
@@ -83,6 +85,7 @@ impl Room {
             platform: room_platform(label(c, PLATFORM_LABEL)).to_string(),
             workspace: crate::plan::workspace::Decision::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref())),
             git: label(c, labels::GIT).and_then(|g| serde_json::from_str(g).ok()),
+            caps: c.host_config.as_ref().map(crate::plan::caps::Caps::of_host_config).unwrap_or_default(),
             notices: say.take(),
         }
     }
@@ -97,7 +100,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     let full_check = (!running_before || options.recreate).then(|| Check::full(loaded, options.forward));
     let mut room = settle_or_make(engine, loaded, options, name, existing, say).await?;
     if !room.created {
-        super::reattach::say(engine, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
+        super::reattach::say(engine, loaded, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
     }
     if fast_path(engine, loaded, options, &room, say).await {
         return Ok(room.result(loaded, say));
