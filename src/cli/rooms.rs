@@ -346,6 +346,18 @@ pub async fn logs(name_arg: Option<&str>, folder: &std::path::Path, follow: bool
             crate::engine::LogChunk::Stdout(message) => output::print(&String::from_utf8_lossy(&message))?,
         }
     }
+    // The daemon's log says each memory kill; the processes it did not
+    // start (an exec's) only the engine can name, from the events it
+    // still keeps of this start. A log that ends has them after it.
+    let id = c.id.as_deref().unwrap_or_default();
+    let started_at = match engine.inspect_container(id).await? {
+        Some(i) => i.state.and_then(|s| s.started_at).unwrap_or_default(),
+        None => return Ok(0),
+    };
+    let events = engine.memory_events(id, &started_at).await?;
+    for line in crate::plan::memory_kills::kills(&events).iter().filter_map(crate::plan::memory_kills::line) {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
     Ok(0)
 }
 

@@ -10,6 +10,7 @@ pub mod git;
 pub mod host_requirements;
 pub mod identity;
 pub mod labels;
+pub mod memory_kills;
 pub mod metadata;
 pub mod mounts;
 pub mod nested;
