@@ -593,12 +593,15 @@ impl Caps {
     }
 }
 
+/// How a cap's figure is written for a person.
+type Text = fn(i64) -> String;
+
 /// What a room made with `made` lacks against the caps `wanted` now:
 /// one line naming each changed cap and the step that applies them.
 pub fn drift(name: &str, made: &Caps, wanted: &Caps) -> Option<String> {
     let shown = |v: Option<i64>, text: fn(i64) -> String| v.map_or_else(|| "none".to_string(), text);
     let mut changed = Vec::new();
-    let rows: [(&str, Option<i64>, Option<i64>, fn(i64) -> String); 5] = [
+    let rows: [(&str, Option<i64>, Option<i64>, Text); 5] = [
         ("cpus", made.nano_cpus, wanted.nano_cpus, cpus_text),
         ("memory", made.memory, wanted.memory, size_text),
         ("memory_swap", made.memory_swap, wanted.memory_swap, swap_text),
