@@ -70,16 +70,22 @@ fn warnings(c: &ContainerInspectResponse, name: &str, options: &UpOptions, scope
 /// says why).
 fn caps_drift(loaded: &Loaded, options: &UpOptions, c: &ContainerInspectResponse, name: &str) -> Option<String> {
     let made = c.host_config.as_ref()?;
-    // A compose room takes no runArgs: its compose file says how its service runs.
-    let run = match loaded.model.source {
-        crate::config::Source::Compose(_) => Default::default(),
+    let wanted_and_had = match loaded.model.source {
+        // A compose room takes no runArgs, and its compose file may limit
+        // the service (and mount /tmp) itself, which is not for a cap of
+        // ours to weigh: the settings' caps it was made with are its label's.
+        crate::config::Source::Compose(_) => {
+            let had = caps::Caps::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref()));
+            (caps::wanted(&options.caps, &Default::default(), &Default::default()), had)
+        }
         _ => {
             let folder = &loaded.workspace.local_folder;
-            run_args::parse(&loaded.model.run_args, folder, &run_args::RealHost).ok()?.host
+            let run = run_args::parse(&loaded.model.run_args, folder, &run_args::RealHost).ok()?.host;
+            (caps::wanted(&options.caps, &run, made), caps::Caps::of_host_config(made))
         }
     };
-    let wanted = caps::wanted(&options.caps, &run, made).ok()?;
-    caps::drift(name, &caps::Caps::of_host_config(made), &wanted)
+    let (wanted, had) = wanted_and_had;
+    caps::drift(name, &had, &wanted.ok()?)
 }
 
 /// A room from an incompatible workroom cannot be driven; a config changed
