@@ -309,11 +309,15 @@ pub fn under_customizations(
         project.network.mode = project.network.mode.or(Some(mode));
     }
     if let Some(v) = ours.get("caps") {
-        project.customization_caps = serde_json::from_value(v.clone()).map_err(|e| SettingsError::Parse {
-            path: config.display().to_string(),
-            // serde_json's own words on a wrong key name the key, ours name
-            // it as `caps.KEY`: either way under `customizations.workroom`.
-            message: format!("customizations.workroom: {}", json_message(&e)),
+        project.customization_caps = serde_json::from_value(v.clone()).map_err(|e| {
+            // Ours name the key as `caps.KEY`; serde_json's own (an unknown
+            // key, not an object) name none.
+            let said = json_message(&e);
+            let message = match said.strip_prefix("caps.") {
+                Some(rest) => format!("customizations.workroom.caps.{rest}"),
+                None => format!("customizations.workroom.caps: {said}"),
+            };
+            SettingsError::Parse { path: config.display().to_string(), message }
         })?;
     }
     Ok(project)

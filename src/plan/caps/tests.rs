@@ -97,11 +97,14 @@ fn caps_in_devcontainer_json_are_read_under_the_project_file_and_refused_naming_
     let e = settings::under_customizations(SettingsFile::default(), Some(&bad), config).unwrap_err().to_string();
     assert_eq!(
         e,
-        "/w/.devcontainer/devcontainer.json: customizations.workroom: caps.memory: \"lots\" is not a size such as 512m or 4g"
+        "/w/.devcontainer/devcontainer.json: customizations.workroom.caps.memory: \"lots\" is not a size such as 512m or 4g"
     );
     let unknown = custom(serde_json::json!({ "workroom": { "caps": { "cpu": 2 } } }));
     let e = settings::under_customizations(SettingsFile::default(), Some(&unknown), config).unwrap_err().to_string();
-    assert!(e.starts_with("/w/.devcontainer/devcontainer.json: customizations.workroom: unknown field `cpu`"), "{e}");
+    assert!(
+        e.starts_with("/w/.devcontainer/devcontainer.json: customizations.workroom.caps: unknown field `cpu`"),
+        "{e}"
+    );
 }
 
 #[test]
