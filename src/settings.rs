@@ -27,12 +27,22 @@
 //! [panes]
 //! history_lines = 10000                       # lines each pane keeps above its screen
 //! history_bytes = 524288                      # and at most this many bytes of them
+//!
+//! [caps]                                      # resource caps of a room, when it is made
+//! cpus = 2                                    # CPUs (1.5: a CPU and a half)
+//! memory = "4g"                               # memory; swap is capped at the same unless…
+//! memory_swap = "6g"                          # …memory and swap together (-1: swap uncapped)
+//! pids = 512                                  # processes (and threads)
+//! tmp = "1g"                                  # /tmp as an in-memory tmpfs of this size
 //! ```
 //!
 //! `nested` and `network.mode` may also come from devcontainer.json's
-//! `customizations.workroom.nested` / `customizations.workroom.network`; the
-//! order is `.workroom.toml`, then devcontainer.json, then the user's file.
+//! `customizations.workroom.nested` / `customizations.workroom.network`,
+//! and `[caps]` from `customizations.workroom.caps` (an object of the same
+//! keys); the order is `.workroom.toml`, then devcontainer.json, then the
+//! user's file. Caps meet `runArgs`' own in `plan::caps` (the lower holds).
 
+use crate::plan::caps::{self, Asked, CapsFile};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -79,6 +89,12 @@ pub struct SettingsFile {
     pub network: NetworkFile,
     #[serde(default)]
     pub panes: PanesFile,
+    #[serde(default)]
+    pub caps: CapsFile,
+    /// `customizations.workroom.caps`, kept apart from the file's own so a
+    /// warning can say where a cap came from.
+    #[serde(skip)]
+    pub customization_caps: CapsFile,
     #[serde(default)]
     pub egress: EgressFile,
 }
@@ -195,6 +211,8 @@ pub struct Settings {
     /// What the proxy lets through: the flags', the user's file's and the
     /// project's patterns, in that order.
     pub egress_allow: Vec<String>,
+    /// The resource caps asked of a room made now, each with where it was said.
+    pub caps: Asked,
 }
 
 impl Settings {
@@ -216,6 +234,8 @@ pub struct Flags {
     pub egress: Option<EgressMode>,
     /// `--egress-allow PATTERN`, each checked by the caller.
     pub egress_allow: Vec<String>,
+    /// `up --cpus`, `--memory`, `--memory-swap`, `--pids`, `--tmp`.
+    pub caps: CapsFile,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -283,6 +303,12 @@ pub fn merge(user: &SettingsFile, project: &SettingsFile, flags: Flags, default_
             }
             allow
         },
+        caps: caps::asked(&[
+            (&flags.caps, caps::Source::Flag),
+            (&project.caps, caps::Source::Project),
+            (&project.customization_caps, caps::Source::Customizations),
+            (&user.caps, caps::Source::User),
+        ]),
     }
 }
 
@@ -331,7 +357,29 @@ pub fn under_customizations(
             project.egress.allow = table.allow;
         }
     }
+    if let Some(v) = ours.get("caps") {
+        project.customization_caps = serde_json::from_value(v.clone()).map_err(|e| {
+            // Ours name the key as `caps.KEY`; serde_json's own (an unknown
+            // key, not an object) name none.
+            let said = json_message(&e);
+            let message = match said.strip_prefix("caps.") {
+                Some(rest) => format!("customizations.workroom.caps.{rest}"),
+                None => format!("customizations.workroom.caps: {said}"),
+            };
+            SettingsError::Parse { path: config.display().to_string(), message }
+        })?;
+    }
     Ok(project)
+}
+
+/// serde_json's message without its position (which is in the value we
+/// handed it, not in the file).
+fn json_message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
 }
 
 /// `~/x` against the host user's home; other paths as written.

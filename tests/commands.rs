@@ -51,8 +51,9 @@ fn up_json_prints_one_line_with_the_reference_clis_keys() {
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     // As `devcontainer up` 0.89.0 printed them for an image config (checked
     // with `node /work/ref/package/devcontainer.js up --workspace-folder`).
-    // Then workroom's own: the platform of the room's daemon, and how the
-    // room got its workspace (a local engine sees the folder: a bind).
+    // Then workroom's own: the platform of the room's daemon, how the
+    // room got its workspace (a local engine sees the folder: a bind), and
+    // its resource caps.
     assert_eq!(
         keys,
         [
@@ -62,7 +63,8 @@ fn up_json_prints_one_line_with_the_reference_clis_keys() {
             "remoteWorkspaceFolder",
             "ociAuthDiagnostics",
             "platform",
-            "workspace"
+            "workspace",
+            "caps"
         ]
     );
     assert_eq!(v["workspace"]["mode"], "bind", "{v}");

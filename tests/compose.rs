@@ -209,6 +209,27 @@ fn a_two_service_project_is_a_room_that_reaches_its_sibling_by_name() {
 }
 
 #[test]
+fn a_compose_rooms_caps_come_from_the_settings_through_the_override_and_its_own_limits_are_not_drift() {
+    // The file limits the service itself (pids); the settings cap the rest.
+    let own = APP.replace("    command: sleep infinity\n", "    command: sleep infinity\n    pids_limit: 300\n");
+    let ws = ComposeWs::new(config(json!({})), &own);
+    std::fs::write(
+        ws.path().join(".workroom.toml"),
+        "peer_messaging = false\n[caps]\ncpus = 1.5\nmemory = \"256m\"\ntmp = \"64m\"\n",
+    )
+    .unwrap();
+    ws.up();
+    let h = inspect(&ws.room_name(), "{{json .HostConfig}}");
+    assert_eq!((h["Memory"].clone(), h["MemorySwap"].clone()), (json!(268435456), json!(268435456)));
+    assert_eq!((h["NanoCpus"].clone(), h["PidsLimit"].clone()), (json!(1_500_000_000), json!(300)));
+    assert_eq!(h["OomScoreAdj"], json!(workroomd::room::OOM_SCORE_GAP));
+    assert_eq!(h["Tmpfs"]["/tmp"], json!("rw,exec,nosuid,nodev,mode=1777,size=67108864"));
+    assert_eq!(ws.exec_ok(&["cat", "/proc/self/oom_score_adj"]).trim(), "500");
+    let again = stderr(&ws.up());
+    assert!(!again.contains("was made with"), "the file's own pids_limit is not a changed cap: {again}");
+}
+
+#[test]
 fn run_services_start_the_named_services_and_the_room_only() {
     let extra = "  extra:\n    image: workroom-fixture/busybox:1\n    command: [\"sleep\", \"600\"]\n    labels: [\"workroom.test=1\"]\n";
     let ws = ComposeWs::new(config(json!({ "runServices": ["db"] })), &format!("{APP}{DB}{extra}"));

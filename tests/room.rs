@@ -164,6 +164,8 @@ fn up_json_prints_the_reference_result_shape() {
             },
             // How the room got its workspace: a local engine sees the folder.
             "workspace": { "mode": "bind", "volume": null, "reason": "engine sees the folder" },
+            // Its resource caps: none asked.
+            "caps": {},
         })
     );
 }

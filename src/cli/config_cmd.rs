@@ -53,9 +53,10 @@ pub(super) fn read(args: &WorkspaceArgs, include_merged: bool, warn: &dyn Fn(&st
     // (of a compose config, what its room is planned from).
     match loaded.model.source {
         Source::Compose(_) => {
-            crate::plan::create::check(&crate::plan::compose::room_config(&loaded).0, &crate::room::HostFiles)?
+            crate::plan::create::check(&crate::plan::compose::room_config(&loaded).0, &crate::room::HostFiles)
+                .map(drop)?
         }
-        _ => crate::plan::create::check(&loaded, &crate::room::HostFiles)?,
+        _ => crate::plan::create::check(&loaded, &crate::room::HostFiles).map(drop)?,
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let engine = runtime.block_on(Engine::connect());

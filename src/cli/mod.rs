@@ -112,6 +112,40 @@ impl PeerArgs {
     }
 }
 
+/// `up`'s resource caps for a room made now, over `[caps]` in the
+/// settings; a cap in `runArgs` too: the lower holds.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Caps (when the room is made; default: [caps] in .workroom.toml, else config.toml)")]
+pub struct CapsArgs {
+    /// The CPUs the room may use (1.5: a CPU and a half).
+    #[arg(long, value_name = "N", value_parser = crate::plan::caps::parse_cpus)]
+    pub cpus: Option<i64>,
+    /// The room's memory (512m, 4g); swap is capped at the same unless --memory-swap says.
+    #[arg(long, value_name = "SIZE", value_parser = crate::plan::caps::parse_memory)]
+    pub memory: Option<i64>,
+    /// Memory and swap together (-1: swap without a cap).
+    #[arg(long, value_name = "SIZE", value_parser = crate::plan::caps::parse_memory_swap, allow_hyphen_values = true)]
+    pub memory_swap: Option<i64>,
+    /// The most processes (and threads) the room may run.
+    #[arg(long, value_name = "N", value_parser = crate::plan::caps::parse_pids)]
+    pub pids: Option<i64>,
+    /// /tmp as an in-memory tmpfs of SIZE (it counts against --memory).
+    #[arg(long, value_name = "SIZE", value_parser = crate::plan::caps::parse_size)]
+    pub tmp: Option<i64>,
+}
+
+impl CapsArgs {
+    fn file(self) -> crate::plan::caps::CapsFile {
+        crate::plan::caps::CapsFile {
+            cpus: self.cpus,
+            memory: self.memory,
+            memory_swap: self.memory_swap,
+            pids: self.pids,
+            tmp: self.tmp,
+        }
+    }
+}
+
 /// `up --worktree NAME [--branch B] [--from REF]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorktreeArgs {
@@ -198,6 +232,8 @@ pub enum Cmd {
         egress_allow: Vec<String>,
         #[command(flatten)]
         worktree: WorktreeArgs,
+        #[command(flatten)]
+        caps: CapsArgs,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -520,6 +556,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 egress,
                 egress_allow,
                 worktree,
+                caps,
             } => {
                 use crate::features::LockMode;
                 let lock = match (frozen_lockfile, no_lockfile) {
@@ -528,8 +565,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     _ => LockMode::Write,
                 };
                 let flags = crate::room::resolve::UpFlags { recreate, post_attach: !skip_post_attach, name, lock };
-                let settings =
-                    crate::settings::Flags { workspace: workspace_mode, egress, egress_allow, ..peer.flags() };
+                let settings = crate::settings::Flags {
+                    workspace: workspace_mode,
+                    egress,
+                    egress_allow,
+                    caps: caps.file(),
+                    ..peer.flags()
+                };
                 up_cmd::run(&workspace, worktree, flags, settings, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command, &[]).await,

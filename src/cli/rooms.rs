@@ -3,6 +3,7 @@
 
 use crate::engine::Engine;
 use crate::output;
+use crate::plan::caps::Caps;
 use crate::plan::platform;
 use crate::plan::worktree::{self, Checkout};
 use crate::plan::{labels, peers};
@@ -103,6 +104,8 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
                     "platform": platform(c),
                     "created": c.created,
                     "program": programs.get(&name(c)),
+                    // As the room was made (its label): `{}` when uncapped.
+                    "caps": Caps::of_labels(c.labels.as_ref()).json(),
                 });
                 if all {
                     let facts = peers::RoomPeerFacts::of_labels(c.labels.as_ref());
@@ -134,9 +137,11 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
         output::print(&output::table(&["NAME", "STATE", "PEER GROUP", "AGE", "WORKSPACE"], &rows))?;
         return Ok(0);
     }
-    // The compose project is a column only when a compose room is listed.
+    // The compose project and the caps are columns only when a listed
+    // room has one.
     let members = || groups.iter().flat_map(|(_, members)| members);
     let compose = members().any(|(c, _)| room::compose::project_of(c).is_some());
+    let capped = members().any(|(c, _)| Caps::of_labels(c.labels.as_ref()) != Caps::default());
     let rows: Vec<Vec<String>> = members()
         .map(|(c, checkout)| {
             let mut row = vec![
@@ -150,6 +155,9 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
             ];
             if compose {
                 row.push(room::compose::project_of(c).unwrap_or("-").to_string());
+            }
+            if capped {
+                row.push(Caps::of_labels(c.labels.as_ref()).summary());
             }
             row
         })
@@ -169,7 +177,7 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
         }
     }
     let mut out = String::new();
-    let table = format_list(&rows);
+    let table = format_list(&rows, compose, capped);
     let mut lines = table.lines();
     if let Some(header) = lines.next() {
         out.push_str(header);
@@ -191,11 +199,17 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
 }
 
 /// The table `workroom list` prints: name, state, image, platform, age,
-/// branch, workspace, and the compose project when the rows have one more cell.
-fn format_list(rows: &[Vec<String>]) -> String {
-    const HEADERS: [&str; 8] = ["NAME", "STATE", "IMAGE", "PLATFORM", "AGE", "BRANCH", "WORKSPACE", "PROJECT"];
-    let width = rows.first().map_or(7, Vec::len).clamp(7, HEADERS.len());
-    output::table(&HEADERS[..width], rows)
+/// branch, workspace, then the compose project and the caps when the rows
+/// carry those cells.
+fn format_list(rows: &[Vec<String>], compose: bool, capped: bool) -> String {
+    let mut headers = vec!["NAME", "STATE", "IMAGE", "PLATFORM", "AGE", "BRANCH", "WORKSPACE"];
+    if compose {
+        headers.push("PROJECT");
+    }
+    if capped {
+        headers.push("CAPS");
+    }
+    output::table(&headers, rows)
 }
 
 /// The rooms a command acts on: a name, `--all`, or the workspace's room.
@@ -333,6 +347,20 @@ pub async fn logs(name_arg: Option<&str>, folder: &std::path::Path, follow: bool
             crate::engine::LogChunk::Stdout(message) => output::print(&String::from_utf8_lossy(&message))?,
         }
     }
+    // The daemon's log says each memory kill; the processes it did not
+    // start (an exec's) only the engine can name, from the events it
+    // still keeps of this start. A log that ends has them after it.
+    let id = c.id.as_deref().unwrap_or_default();
+    let started_at = match engine.inspect_container(id).await? {
+        Some(i) => i.state.and_then(|s| s.started_at).unwrap_or_default(),
+        None => return Ok(0),
+    };
+    // Naming is a courtesy: an engine that cannot replay these events
+    // (Podman's API filters differently) leaves the daemon's lines alone.
+    let events = engine.memory_events(id, &started_at).await.unwrap_or_default();
+    for line in crate::plan::memory_kills::kills(&events).iter().filter_map(crate::plan::memory_kills::line) {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
     Ok(0)
 }
 
@@ -351,7 +379,7 @@ mod tests {
             row(&long, "workroom-fixture/busybox:1"),
             row("workroom-x-00000000", "workroom-build/a-rather-long-built-image-name:latest"),
         ];
-        let text = format_list(&rows);
+        let text = format_list(&rows, false, false);
         let lines: Vec<&str> = text.lines().collect();
         // Where each header word starts: every row has a cell starting there.
         let header = lines[0].as_bytes();

@@ -102,6 +102,8 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
         "platform": r.platform,
         // And how the room got its workspace: bound, or uploaded into a volume.
         "workspace": r.workspace.json(),
+        // Its resource caps (`{}` when uncapped): CPUs, sizes in bytes.
+        "caps": r.caps.json(),
     });
     // A worktree's or submodule's git folder, as mounted; absent for any
     // other room, so the reference's keys stay the whole result there.

@@ -66,6 +66,9 @@ pub trait Driver: Send + Sync {
     /// Its starts, deaths, restarts and removal, replayed from the start at
     /// `since` on, until the engine ends the stream (an engine restart).
     fn container_events<'a>(&'a self, id: &'a str, since: &'a str) -> BoxStream<'a, Result<EventMessage, EngineError>>;
+    /// Its `oom` events and its execs' `exec_create` and `exec_die` from the
+    /// start at `since` until now, as far back as the engine keeps them.
+    fn memory_events<'a>(&'a self, id: &'a str, since: &'a str) -> Call<'a, Vec<EventMessage>>;
     /// Removes it, forcibly, with its anonymous volumes if asked; an absent
     /// container is not an error.
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()>;
@@ -170,6 +173,10 @@ impl Driver for DockerEngine {
 
     fn container_events<'a>(&'a self, id: &'a str, since: &'a str) -> BoxStream<'a, Result<EventMessage, EngineError>> {
         Box::pin(DockerEngine::container_events(self, id, since))
+    }
+
+    fn memory_events<'a>(&'a self, id: &'a str, since: &'a str) -> Call<'a, Vec<EventMessage>> {
+        Box::pin(DockerEngine::memory_events(self, id, since))
     }
 
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()> {

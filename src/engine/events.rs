@@ -74,6 +74,35 @@ impl DockerEngine {
     }
 }
 
+/// The events a memory kill in a room leaves with the engine: the room's
+/// `oom` (the kernel killed a process in it) and its execs' starts and
+/// ends, which can name the process.
+const MEMORY_EVENTS: [&str; 3] = ["oom", "exec_create", "exec_die"];
+
+impl DockerEngine {
+    /// Container `id`'s [`MEMORY_EVENTS`] from `since` (a `State.StartedAt`)
+    /// until now, as far back as the engine keeps them: Docker replays only
+    /// its last 256 events of all containers, so on a busy engine the
+    /// oldest are gone (the daemon's own log line of each kill stays).
+    pub async fn memory_events(&self, id: &str, since: &str) -> Result<Vec<EventMessage>, EngineError> {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("container".to_string(), vec![id.to_string()]),
+            ("event".to_string(), MEMORY_EVENTS.iter().map(|e| e.to_string()).collect()),
+        ]);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        // Without a `since` the engine would follow from now and never end.
+        let since = events_since(since).unwrap_or_else(|| "0".to_string());
+        let options = EventsOptions { since: Some(since), until: Some(now.to_string()), filters: Some(filters) };
+        let request = self.docker.events(Some(options)).collect::<Vec<_>>();
+        let events = super::logged("memory_events", id, async { Ok::<_, EngineError>(request.await) }).await?;
+        events
+            .into_iter()
+            .map(|e| e.map_err(|e| self.map(format!("read the events of {id}"), format!("container {id}"), e)))
+            .collect()
+    }
+}
+
 /// The events API's `since` (`seconds.nanoseconds`) for an engine timestamp
 /// in RFC 3339 as `State.StartedAt` gives it (`2026-12-01T10:20:30.5Z`, UTC).
 /// `None` when it is not in that form (the zero time of a container that

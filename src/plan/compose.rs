@@ -431,6 +431,20 @@ fn host_keys(
     if let Some(mode) = rest.network_mode.take().filter(|m| !m.is_empty()) {
         s.insert("network_mode".into(), json!(mode));
     }
+    // The caps (`plan::caps`), in bytes and CPUs as compose takes them.
+    for (key, value) in [
+        ("mem_limit", rest.memory.take()),
+        ("memswap_limit", rest.memory_swap.take()),
+        ("pids_limit", rest.pids_limit.take()),
+        ("oom_score_adj", rest.oom_score_adj.take()),
+    ] {
+        if let Some(value) = value {
+            s.insert(key.into(), json!(value));
+        }
+    }
+    if let Some(nano) = rest.nano_cpus.take() {
+        s.insert("cpus".into(), json!(nano as f64 / 1e9));
+    }
     if let Some(devices) = rest.devices.take().filter(|d| !d.is_empty()) {
         let devices: Vec<String> = devices
             .iter()

@@ -104,13 +104,14 @@ pub fn remote_user(merged: &Merged, image: &ImageFacts) -> String {
 
 /// What the configuration alone cannot make (a `runArgs` flag that has no
 /// place in a room, a malformed mount): refused by `config` as by `up`,
-/// which checks it before a build or pull leaves an image behind.
-pub fn check(loaded: &Loaded, host: &dyn run_args::Host) -> Result<(), PlanError> {
+/// which checks it before a build or pull leaves an image behind. The dry
+/// plan it made, for what the caller checks against it (the caps).
+pub fn check(loaded: &Loaded, host: &dyn run_args::Host) -> Result<CreatePlan, PlanError> {
     let metadata = metadata::for_new_room(loaded, "", None, &[]);
     let facts = ImageFacts::default();
     let inputs =
         Inputs { name: "", image: "", facts: &facts, metadata: &metadata, metadata_privileged: true, peer: None, host };
-    plan_with_peers(loaded, &inputs).map(drop)
+    plan_with_peers(loaded, &inputs)
 }
 
 /// The plan of a room apart from the peers, with the image's metadata

@@ -2,6 +2,7 @@
 //! to what should be done. No I/O here, so each decision is a table test.
 
 pub mod blame;
+pub mod caps;
 pub mod compose;
 pub mod create;
 pub mod dockerfile;
@@ -10,6 +11,7 @@ pub mod git;
 pub mod host_requirements;
 pub mod identity;
 pub mod labels;
+pub mod memory_kills;
 pub mod metadata;
 pub mod mounts;
 pub mod nested;

@@ -234,7 +234,8 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     for w in said {
         say.warn(w);
     }
-    create::check(&room, &super::HostFiles)?;
+    let mut dry = create::check(&room, &super::HostFiles)?;
+    crate::plan::caps::apply(&mut dry, &options.caps)?;
     let image = service_image(engine, &program, &project, &room, options.lock, say).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.

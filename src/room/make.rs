@@ -55,6 +55,9 @@ pub struct UpOptions {
     pub egress: crate::settings::EgressMode,
     /// What an `allowlist` room's proxy lets through, as written.
     pub egress_allow: Vec<String>,
+    /// The resource caps the settings ask (`plan::caps` meets them with
+    /// `runArgs`' own).
+    pub caps: crate::plan::caps::Asked,
 }
 
 /// Who is making which room, and how: what every making step reads.
@@ -88,7 +91,12 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
-    create::check(loaded, &super::HostFiles)?;
+    let mut dry = create::check(loaded, &super::HostFiles)?;
+    crate::plan::caps::apply(&mut dry, &options.caps)?;
+    // The egress mode's refusals (a privileged room, a network of its own)
+    // come before anything is pulled or built.
+    crate::plan::egress::apply(&mut dry, options.egress)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.config_path.display()))?;
     // Before anything of the room's is made: whether the engine sees the
     // workspace folder, or the workspace goes into a volume.
     let workspace = super::workspace_volume::decide(engine, loaded, name, options.workspace).await?;
@@ -299,6 +307,9 @@ pub(super) async fn room_plan(
         false => crate::plan::nested::Confinement::Allowed { profile: None, apparmor: false },
     };
     for w in crate::plan::nested::apply(&mut plan, options.shape, &confinement) {
+        say.warn(format!("{name}: {w}"));
+    }
+    for w in crate::plan::caps::apply(&mut plan, &options.caps)? {
         say.warn(format!("{name}: {w}"));
     }
     let config = loaded.config_path.display().to_string();

@@ -9,9 +9,9 @@ use super::peers;
 use crate::config::Loaded;
 use crate::engine::Engine;
 use crate::notices::Notices;
-use crate::plan::labels;
 use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers::{self as peer_plan, RoomPeerFacts};
+use crate::plan::{caps, labels, run_args};
 use anyhow::bail;
 use bollard::models::ContainerInspectResponse;
 
@@ -20,6 +20,7 @@ use bollard::models::ContainerInspectResponse;
 /// file, with no engine call unless agent state is to be moved.
 pub(super) async fn say(
     engine: &Engine,
+    loaded: &Loaded,
     options: &UpOptions,
     c: &ContainerInspectResponse,
     name: &str,
@@ -28,6 +29,9 @@ pub(super) async fn say(
 ) {
     let scope = peers::scope_from_env();
     for w in warnings(c, name, options, scope.as_deref()) {
+        say.warn(w);
+    }
+    if let Some(w) = caps_drift(loaded, options, c, name) {
         say.warn(w);
     }
     // A room from before the group kept agent state: decided from the
@@ -57,6 +61,31 @@ fn warnings(c: &ContainerInspectResponse, name: &str, options: &UpOptions, scope
         ));
     }
     warnings
+}
+
+/// The room's caps as made against what the settings and `runArgs` ask
+/// now: a changed cap is said, since only a new room can have it. Nothing
+/// is said when `runArgs` cannot be read (the config-changed warning
+/// already stands) or the caps cannot be decided (the next `--recreate`
+/// says why).
+fn caps_drift(loaded: &Loaded, options: &UpOptions, c: &ContainerInspectResponse, name: &str) -> Option<String> {
+    let made = c.host_config.as_ref()?;
+    let wanted_and_had = match loaded.model.source {
+        // A compose room takes no runArgs, and its compose file may limit
+        // the service (and mount /tmp) itself, which is not for a cap of
+        // ours to weigh: the settings' caps it was made with are its label's.
+        crate::config::Source::Compose(_) => {
+            let had = caps::Caps::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref()));
+            (caps::wanted(&options.caps, &Default::default(), &Default::default()), had)
+        }
+        _ => {
+            let folder = &loaded.workspace.local_folder;
+            let run = run_args::parse(&loaded.model.run_args, folder, &super::HostFiles).ok()?.host;
+            (caps::wanted(&options.caps, &run, made), caps::Caps::of_host_config(made))
+        }
+    };
+    let (wanted, had) = wanted_and_had;
+    caps::drift(name, &had, &wanted.ok()?)
 }
 
 /// A room from an incompatible workroom cannot be driven; a config changed

@@ -156,6 +156,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         forward: settings.into(),
         egress: settings.egress,
         egress_allow: settings.egress_allow.clone(),
+        caps: settings.caps,
     }
 }
 
@@ -264,6 +265,7 @@ mod tests {
             worktrees: None,
             egress: Default::default(),
             egress_allow: Vec::new(),
+            caps: Default::default(),
         }
     }
 

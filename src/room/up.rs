@@ -42,6 +42,8 @@ pub struct UpResult {
     pub git: Option<crate::plan::git::Summary>,
     /// How the room reaches the network, from its label.
     pub egress: EgressMode,
+    /// The room's resource caps, from its host config as the engine holds it.
+    pub caps: crate::plan::caps::Caps,
     /// Every warning, note and progress line `up` said, in order.
     pub notices: Vec<Notice>,
 }
@@ -92,6 +94,7 @@ impl Room {
             workspace: crate::plan::workspace::Decision::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref())),
             git: label(c, labels::GIT).and_then(|g| serde_json::from_str(g).ok()),
             egress: self.egress(),
+            caps: c.host_config.as_ref().map(crate::plan::caps::Caps::of_host_config).unwrap_or_default(),
             notices: say.take(),
         }
     }
@@ -106,7 +109,7 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     let full_check = (!running_before || options.recreate).then(|| Check::full(loaded, options.forward));
     let mut room = settle_or_make(engine, loaded, options, name, existing, say).await?;
     if !room.created {
-        super::reattach::say(engine, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
+        super::reattach::say(engine, loaded, options, &room.container, &room.name, room.recorded.as_ref(), say).await;
     }
     if !room.created {
         check_egress(&room, options)?;

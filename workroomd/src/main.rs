@@ -31,6 +31,7 @@ mod hooks;
 mod jobs;
 mod locale;
 mod log;
+mod oom;
 mod pane;
 mod panes;
 mod relay;

@@ -28,3 +28,12 @@ pub const POST_START_MARKER: &str = "post-start";
 pub const START_PLAN_MARKER: &str = "start-plan";
 /// What a once-per-container hook's marker says once it ran.
 pub const MARKER_DONE: &str = "done";
+
+/// How far above the daemon's OOM score the room's other processes start
+/// (ADR 0014): the host starts a room with a memory cap at this score
+/// (`HostConfig.OomScoreAdj`), the daemon lowers its own as far as the
+/// kernel lets it without a capability, and starts every child this far
+/// above itself. The kernel adds a score's thousandths of the memory cap
+/// to a process's size when it chooses what to kill, so half the cap
+/// outweighs the daemon's few MiB whatever the others hold.
+pub const OOM_SCORE_GAP: i32 = 500;

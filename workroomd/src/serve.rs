@@ -113,6 +113,19 @@ pub fn run(args: &[String]) -> i32 {
 }
 
 async fn serve(options: Options) -> i32 {
+    // Before any child: each starts above the daemon's settled score.
+    match crate::oom::settle() {
+        Some(s) if s.own < s.started => {
+            tracing::info!(
+                "OOM order: the daemon lowered its score from {} to {}; its children start at {}",
+                s.started,
+                s.own,
+                s.children
+            )
+        }
+        Some(s) => tracing::info!("OOM order: the daemon's score is {}; its children start at {}", s.own, s.children),
+        None => tracing::warn!("OOM order: no /proc/self/oom_score_adj; the daemon's children start at its own score"),
+    }
     let mut inherited = crate::handoff::take_inherited();
     if inherited.is_none() {
         // A start, not a hand-off. Before the socket exists, so `up` reaches
@@ -151,6 +164,9 @@ async fn serve(options: Options) -> i32 {
         tokio::spawn(supervise(state.clone(), options, adopted));
     }
     tokio::spawn(crate::panes::keep_screens(state.clone()));
+    if let Some(counter) = crate::oom::counter() {
+        tokio::spawn(crate::oom::watch(counter));
+    }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
         tokio::select! {

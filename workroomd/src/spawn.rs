@@ -120,10 +120,17 @@ pub fn command(
     cmd.current_dir(&cwd);
     let ids: Option<(libc::uid_t, libc::gid_t, Vec<libc::gid_t>)> =
         user.map(|u| (u.uid, u.gid, u.groups.iter().map(|g| *g as libc::gid_t).collect()));
+    // Every child starts above the daemon in the OOM killer's order (`oom`).
+    let oom_score = crate::oom::child_line();
     // SAFETY: between fork and exec only async-signal-safe calls are made
-    // (setsid, setgroups, setgid, setuid); the group list is allocated before.
+    // (open/write/close of the OOM score, setsid, setgroups, setgid,
+    // setuid); the group list and the score's line are allocated before.
     unsafe {
         cmd.pre_exec(move || {
+            // As root still: the file is root's while the child is not dumpable.
+            if let Some(line) = &oom_score {
+                crate::oom::raise_own(line);
+            }
             libc_check(libc::setsid())?;
             if let Some((uid, gid, groups)) = &ids {
                 libc_check(libc::setgroups(groups.len(), groups.as_ptr()))?;

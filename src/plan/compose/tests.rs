@@ -294,6 +294,28 @@ fn peers_nested_and_gpus_become_compose_keys() {
 }
 
 #[test]
+fn caps_become_compose_keys_in_bytes_and_cpus() {
+    let (_d, l) = compose_ws(r#"{"dockerComposeFile": "docker-compose.yml", "service": "app"}"#);
+    let mut p = plan("room", "img", &l, &ImageFacts::default()).unwrap();
+    let caps = crate::settings::parse(
+        "[caps]\ncpus = 1.5\nmemory = \"256m\"\npids = 200\ntmp = \"64m\"\n",
+        std::path::Path::new("p"),
+    )
+    .unwrap()
+    .caps;
+    let asked = crate::plan::caps::asked(&[(&caps, crate::plan::caps::Source::Project)]);
+    crate::plan::caps::apply(&mut p, &asked).unwrap();
+    let file = override_file(&p, &inputs(&[])).unwrap();
+    let s = &file["services"]["app"];
+    assert_eq!(s["cpus"], json!(1.5));
+    assert_eq!((s["mem_limit"].clone(), s["memswap_limit"].clone()), (json!(268435456), json!(268435456)));
+    assert_eq!(s["pids_limit"], json!(200));
+    assert_eq!(s["oom_score_adj"], json!(workroomd::room::OOM_SCORE_GAP));
+    assert_eq!(s["tmpfs"], json!(["/tmp:rw,exec,nosuid,nodev,mode=1777,size=67108864"]));
+    assert!(s["labels"]["workroom.caps"].as_str().unwrap().contains("\"pids\":200"), "{s}");
+}
+
+#[test]
 fn what_the_override_cannot_say_is_refused_by_name_not_dropped() {
     let (_d, l) = compose_ws(r#"{"dockerComposeFile": "docker-compose.yml", "service": "app"}"#);
     let mut p = plan("room", "img", &l, &ImageFacts::default()).unwrap();
