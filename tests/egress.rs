@@ -435,3 +435,61 @@ fn the_proxy_comes_back_by_itself_after_a_restart_of_the_room_and_a_hand_off() {
     let allowed = room.log().iter().filter(|e| e["outcome"] == "allowed").count();
     assert!(allowed >= 3, "{:?}", room.log());
 }
+
+#[test]
+fn curl_and_pip_reach_an_allowed_server_through_the_proxy_and_are_refused_another() {
+    // A package index of one wheel, as PyPI's simple API lays it out.
+    let index = tempfile::tempdir().unwrap();
+    let files = index.path().join("files");
+    let project = index.path().join("simple/wrprobe");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let wheel = "wrprobe-1.0-py3-none-any.whl";
+    let made = Command::new("python3")
+        .args(["-c", "import sys, zipfile\n\
+              z = zipfile.ZipFile(sys.argv[1], 'w')\n\
+              z.writestr('wrprobe/__init__.py', 'probe = 42\\n')\n\
+              z.writestr('wrprobe-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: wrprobe\\nVersion: 1.0\\n')\n\
+              z.writestr('wrprobe-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: workroom-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+              z.writestr('wrprobe-1.0.dist-info/RECORD', '')\n\
+              z.close()\n"])
+        .arg(files.join(wheel))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    std::fs::write(project.join("index.html"), format!("<a href=\"../../files/{wheel}\">{wheel}</a>\n")).unwrap();
+    let allowed = HostServer::http(index.path());
+    let other = site("server-b\n");
+    let other = HostServer::http(other.path());
+    let room = Room::new(
+        serde_json::json!({ "image": DEBIAN }),
+        &format!("[egress]\nmode = \"allowlist\"\nallow = [\"host.docker.internal:{}\"]\n", allowed.port),
+    );
+    room.ok(&["up"]);
+
+    let host = |port: u16| format!("http://host.docker.internal:{port}");
+    let pip = |port: u16| {
+        room.workroom(&[
+            "exec", "--", "python3", "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+            "--trusted-host", "host.docker.internal", "--index-url", &format!("{}/simple/", host(port)),
+            "-d", "/tmp/dl", "wrprobe",
+        ])
+    };
+    let got = pip(allowed.port);
+    assert!(got.status.success(), "pip through the proxy: {}{}", stdout(&got), stderr(&got));
+    assert_eq!(room.ok(&["exec", "--", "ls", "/tmp/dl"]).trim(), wheel);
+    // pip reads the proxy's 403 for the index page as an index with no
+    // versions; the log says what happened.
+    let refused = pip(other.port);
+    assert!(!refused.status.success(), "{}", stdout(&refused));
+    assert!(stderr(&refused).contains("No matching distribution"), "{}", stderr(&refused));
+
+    let curl = |url: String| room.ok(&["exec", "--", "curl", "-sS", "-w", " %{http_code}", &url]);
+    assert!(curl(format!("{}/simple/wrprobe/", host(allowed.port))).ends_with(" 200"));
+    let said = curl(format!("{}/", host(other.port)));
+    assert!(said.ends_with(" 403"), "{said}");
+    assert!(said.contains(&format!("workroom egress allow host.docker.internal:{}", other.port)), "{said}");
+    let log = room.log();
+    assert!(log.iter().any(|e| e["port"] == allowed.port && e["outcome"] == "allowed"), "{log:?}");
+    assert!(log.iter().filter(|e| e["port"] == other.port).all(|e| e["outcome"] == "refused"), "{log:?}");
+}
