@@ -36,8 +36,9 @@ const DEATH_NEWS_GRACE: Duration = Duration::from_secs(2);
 /// Bytes copied from the exec's output per read.
 const OUTPUT_CHUNK: usize = 64 * 1024;
 
-/// `remote_env` goes over the room's `remoteEnv` (the devcontainer face's
-/// `exec --remote-env NAME=VALUE`).
+/// `remote_env` goes under the room's `remoteEnv` and over the user's
+/// probed environment (the devcontainer face's `exec --remote-env
+/// NAME=VALUE`, as the reference orders them).
 pub async fn run(
     args: &RoomArgs,
     tty: bool,
@@ -73,18 +74,19 @@ async fn prepare_and_run(
     let metadata = crate::room::metadata_of(&resolved.loaded, &room.container);
     let said = super::on_stderr();
     let mut ctx = HookContext::new(&resolved.loaded, &metadata.merged, &user, &container_env, &said);
-    // The user environment `up` probed for this start, under remoteEnv.
-    if let Some(mut probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
-        if tty {
-            // The probe ran without a terminal: a TERM it found is the
-            // room's own (Podman puts TERM=xterm in every container's env),
-            // not this terminal's, which a pane gets and so does `exec -t`.
-            probed.remove("TERM");
-        }
-        ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
+    // The user environment `up` probed for this start, then the command
+    // line's, then remoteEnv, each over the one before, as the reference
+    // orders them.
+    let mut probed = crate::room::ready::probed_env(&room.id, room.started_at()).unwrap_or_default();
+    if tty {
+        // The probe ran without a terminal: a TERM it found is the
+        // room's own (Podman puts TERM=xterm in every container's env),
+        // not this terminal's, which a pane gets and so does `exec -t`.
+        probed.remove("TERM");
     }
+    let remote = std::mem::take(&mut ctx.env);
+    ctx.env = probed.into_iter().chain(remote_env.iter().cloned()).chain(remote).collect();
     ctx.env.extend(crate::forward::room_env(&room.name));
-    ctx.env.extend(remote_env.iter().cloned());
     if tty {
         // One TERM for panes and `exec -t`: this terminal's (docker would say `xterm`).
         ctx.env = super::shell_cmd::terminal_env(std::mem::take(&mut ctx.env), |n| std::env::var(n).ok());

@@ -171,6 +171,7 @@ async fn service_image(
     project: &Project,
     loaded: &Loaded,
     lock: crate::features::LockMode,
+    how: &super::image::BuildHow,
     say: &Notices,
 ) -> anyhow::Result<ServiceImage> {
     let service = &project.service_name;
@@ -200,8 +201,33 @@ async fn service_image(
         action,
     })?;
     let (name, facts) =
-        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock).await?;
+        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock, how).await?;
     Ok(ServiceImage { derived: name != image, name, facts })
+}
+
+/// The service's image as a compose room of `loaded` would be made from,
+/// with the config's features: for `devcontainer build`.
+pub(super) async fn service_image_for_build(
+    engine: &Engine,
+    loaded: &Loaded,
+    compose: &Compose,
+    lock: crate::features::LockMode,
+    how: &super::image::BuildHow,
+    say: &Notices,
+) -> anyhow::Result<(String, bollard::models::ImageInspect)> {
+    let program = program(loaded).await?;
+    let project = read_project(&program, loaded, compose).await?;
+    let (room, said) = plan::room_config(loaded);
+    for w in said {
+        say.warn(w);
+    }
+    let image = service_image(engine, &program, &project, &room, lock, how, say).await?;
+    let found = engine.inspect_image(&image.name).await?.ok_or_else(|| ComposeRoomError::ImageMissing {
+        image: image.name.clone(),
+        service: project.service_name.clone(),
+        action: "build",
+    })?;
+    Ok((image.name, found))
 }
 
 /// Makes the compose room `name` (`up`'s create step for a compose config).
@@ -222,7 +248,7 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
         say.warn(w);
     }
     create::check(&room, &crate::plan::run_args::RealHost)?;
-    let image = service_image(engine, &program, &project, &room, options.lock, say).await?;
+    let image = service_image(engine, &program, &project, &room, options.lock, &options.build, say).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.
     let daemon = super::daemon::for_image(engine, &image.name).await?;

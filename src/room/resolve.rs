@@ -154,6 +154,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         lock: flags.lock,
         workspace: settings.workspace,
         forward: settings.into(),
+        ..Default::default()
     }
 }
 
