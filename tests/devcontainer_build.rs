@@ -230,3 +230,63 @@ fn build_platform_makes_the_image_for_that_platform_where_the_reference_needs_bu
     assert_eq!(result_of(&bad)["outcome"], "error");
     assert!(result_of(&bad)["message"].as_str().unwrap().contains("is not os/arch"), "{}", stdout(&bad));
 }
+
+#[test]
+fn the_devcontainers_ci_sequence_build_then_up_with_remote_env_and_mount_then_exec_writing_into_the_mount_agrees_with_the_reference(
+) {
+    let clis = Clis::new();
+    let unique = Workspace::image(DEBIAN).unique();
+    let images = Images::new(&unique);
+    let (our_volume, their_volume) = (Volume::new("ours"), Volume::new("theirs"));
+    let dockerfile = format!("FROM {DEBIAN}\nRUN echo {unique} > /built\n");
+    let config = hooked(
+        json!({ "build": { "dockerfile": "Dockerfile" }, "postCreateCommand": "echo postCreate=$CI_VAR >> hooks.log" }),
+    );
+    let ours = Workspace::with_devcontainer_folder(config.clone(), &[("Dockerfile", &dockerfile)]);
+    let theirs = Workspace::with_devcontainer_folder(config, &[("Dockerfile", &dockerfile)]);
+    images.add(ours.build_tag());
+    let (our_name, their_name) = (format!("wr-test-ci-ours-{unique}:1"), format!("wr-test-ci-theirs-{unique}:1"));
+    images.add(&our_name);
+    images.add(&their_name);
+
+    // As the action runs them: build, up, exec.
+    let sequence = |cli: &dyn Fn(&[&str]) -> std::process::Output, ws: &Workspace, name: &str, volume: &Volume| {
+        let folder = ws.folder();
+        let build = cli(&["build", "--workspace-folder", &folder, "--image-name", name]);
+        let before = all_images();
+        let mount = format!("type=volume,source={},target=/mnt/ci", volume.0);
+        let up = cli(&["up", "--workspace-folder", &folder, "--remote-env", "CI_VAR=from-ci", "--mount", &mount]);
+        let exec = cli(&[
+            "exec",
+            "--workspace-folder",
+            &folder,
+            "--remote-env",
+            "OUT=/mnt/ci/out",
+            "sh",
+            "-c",
+            "cat /built > $OUT; echo exec=$CI_VAR >> $OUT",
+        ]);
+        (build, before, up, exec)
+    };
+    let ours_ran = sequence(&|a| clis.ours(a), &ours, &our_name, &our_volume);
+    let theirs_ran = sequence(&|a| clis.reference(a), &theirs, &their_name, &their_volume);
+    for (who, (build, _, up, exec)) in [("ours", &ours_ran), ("reference", &theirs_ran)] {
+        for (step, out) in [("build", build), ("up", up), ("exec", exec)] {
+            assert_eq!(out.status.code(), Some(0), "{who} {step}: {}\n{}", stdout(out), stderr(out));
+        }
+    }
+    assert_eq!(keys(&result_of(&ours_ran.0)), keys(&result_of(&theirs_ran.0)));
+    assert_eq!(result_of(&ours_ran.0)["imageName"], json!([our_name]));
+    assert_eq!(image_label(&our_name), image_label(&their_name));
+    assert_eq!(keys(&result_of(&ours_ran.2)), keys(&result_of(&theirs_ran.2)));
+    // up started from the image build made: nothing new was built.
+    let room = result_of(&ours_ran.2)["containerId"].as_str().unwrap().to_string();
+    let room_image = inspect(&room, "{{json .Image}}").as_str().unwrap().to_string();
+    assert!(ours_ran.1.contains(&room_image), "the room's image {room_image} was made by up");
+    // The hooks saw --remote-env; exec wrote into the mount, with its own.
+    let hooks = "onCreate\nupdateContent\npostCreate=from-ci\npostStart\npostAttach\n";
+    assert_eq!(ours.read("hooks.log"), hooks);
+    assert_eq!(theirs.read("hooks.log"), hooks);
+    assert_eq!(volume_file(&our_volume.0, "out"), format!("{unique}\nexec=\n"));
+    assert_eq!(volume_file(&our_volume.0, "out"), volume_file(&their_volume.0, "out"));
+}

@@ -97,26 +97,6 @@ fn lines(out: &Output, ws: &Workspace) -> Vec<String> {
     stdout(out).replace(&ws.remote_folder(), "<ws>").lines().map(str::to_string).collect()
 }
 
-/// A named volume labelled for the tests, removed on drop (so made before
-/// the workspace whose room uses it, which drops first).
-struct Volume(String);
-
-impl Volume {
-    fn new(side: &str) -> Volume {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("wr-test-face-{side}-{}-{n}", std::process::id());
-        docker_ok(&["volume", "create", "--label", &format!("{TEST_LABEL}=1"), &name]);
-        Volume(name)
-    }
-}
-
-impl Drop for Volume {
-    fn drop(&mut self) {
-        let _ = docker(&["volume", "rm", "-f", &self.0]);
-    }
-}
-
 #[test]
 fn up_with_mount_and_id_label_then_exec_writing_into_the_mount_and_remove_existing_container_agree_with_the_reference()
 {

@@ -182,6 +182,14 @@ impl Drop for Images {
             }
             let _ = docker(&["rmi", name]);
         }
+        // The reference's named build images (`vsc-…`) of the test's own.
+        let named = docker_ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+        for name in named.lines().filter(|n| n.starts_with("vsc-")) {
+            let history = stdout(&docker(&["history", "--no-trunc", "--format", "{{.CreatedBy}}", name]));
+            if self.markers[..1].iter().any(|m| history.contains(m)) {
+                let _ = docker(&["rmi", name]);
+            }
+        }
         // Twice: a stage another one stands on goes once that one is gone.
         for _ in 0..2 {
             let dangling = docker_ok(&["images", "-q", "--no-trunc", "--filter", "dangling=true"]);
@@ -211,4 +219,40 @@ pub fn assert_json_log_lines(who: &str, out: &Output, all_keys: bool) {
             assert!(v["timestamp"].is_u64() && v["level"].is_u64(), "{who}: {line}");
         }
     }
+}
+
+/// A named volume labelled for the tests, removed on drop (so made before
+/// the workspace whose room uses it, which drops first).
+pub struct Volume(pub String);
+
+impl Volume {
+    pub fn new(side: &str) -> Volume {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("wr-test-face-{side}-{}-{n}", std::process::id());
+        docker_ok(&["volume", "create", "--label", &format!("{TEST_LABEL}=1"), &name]);
+        Volume(name)
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        let _ = docker(&["volume", "rm", "-f", &self.0]);
+    }
+}
+
+/// What a file in a volume holds, read by a throwaway container.
+pub fn volume_file(volume: &str, path: &str) -> String {
+    let out = docker(&[
+        "run",
+        "--rm",
+        "--label",
+        &format!("{TEST_LABEL}=1"),
+        "-v",
+        &format!("{volume}:/v"),
+        BUSYBOX,
+        "cat",
+        &format!("/v/{path}"),
+    ]);
+    stdout(&out)
 }

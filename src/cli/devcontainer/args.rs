@@ -415,9 +415,11 @@ pub fn user_env_probe(text: &str) -> Result<crate::config::UserEnvProbe, String>
         "loginShell" => P::LoginShell,
         "loginInteractiveShell" => P::LoginInteractiveShell,
         "interactiveShell" => P::InteractiveShell,
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "--default-user-env-probe takes none, loginShell, loginInteractiveShell or interactiveShell, not {other:?}"
-        )),
+        ))
+        }
     })
 }
 

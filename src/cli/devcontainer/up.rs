@@ -237,7 +237,8 @@ pub(super) fn set_up(p: &Parsed, log: Log) -> i32 {
                 let folder = resolved.loaded.workspace.local_folder.clone();
                 resolved = Resolved::load(&folder, Some(config.into()), Default::default())?;
             }
-            let mut options = resolved.up_options(UpFlags { lock: LockMode::ReadOnly, ..Default::default() });
+            let flags = UpFlags { lock: LockMode::ReadOnly, post_attach: true, ..Default::default() };
+            let mut options = resolved.up_options(flags);
             hook_options(&mut options, p).map_err(anyhow::Error::msg)?;
             let notices = Notices::new(move |n| log.notice(n));
             room_up::up(&engine, &resolved.loaded, &options, &notices).await?;
