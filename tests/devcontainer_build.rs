@@ -239,9 +239,12 @@ fn the_devcontainers_ci_sequence_build_then_up_with_remote_env_and_mount_then_ex
     let images = Images::new(&unique);
     let (our_volume, their_volume) = (Volume::new("ours"), Volume::new("theirs"));
     let dockerfile = format!("FROM {DEBIAN}\nRUN echo {unique} > /built\n");
-    let config = hooked(
+    let mut config = hooked(
         json!({ "build": { "dockerfile": "Dockerfile" }, "postCreateCommand": "echo postCreate=$CI_VAR >> hooks.log" }),
     );
+    // A Dockerfile config alone: given `image` too, the reference tags what
+    // it builds with that name, here the fixture's.
+    config.as_object_mut().unwrap().remove("image");
     let ours = Workspace::with_devcontainer_folder(config.clone(), &[("Dockerfile", &dockerfile)]);
     let theirs = Workspace::with_devcontainer_folder(config, &[("Dockerfile", &dockerfile)]);
     images.add(ours.build_tag());
