@@ -224,6 +224,13 @@ fn build_platform_makes_the_image_for_that_platform_where_the_reference_needs_bu
     assert_eq!(their.status.code(), Some(1), "{}", stderr(&their));
     assert!(result_of(&their)["description"].as_str().unwrap_or_default().contains("BuildKit"), "{}", stdout(&their));
 
+    // --log-format json: every stderr line is a JSON log line.
+    let logged =
+        clis.ours(&["build", "--log-format", "json", "--log-level", "debug", "--workspace-folder", &ours.folder()]);
+    assert_eq!(logged.status.code(), Some(0), "{}", stderr(&logged));
+    assert_json_log_lines("build", &logged, true);
+    images.add(result_of(&logged)["imageName"][0].as_str().unwrap());
+
     // A platform that is not os/arch is one line and an error result.
     let bad = clis.ours(&["build", "--workspace-folder", &ours.folder(), "--platform", "arm64"]);
     assert_eq!(bad.status.code(), Some(1));
@@ -292,4 +299,39 @@ fn the_devcontainers_ci_sequence_build_then_up_with_remote_env_and_mount_then_ex
     assert_eq!(theirs.read("hooks.log"), hooks);
     assert_eq!(volume_file(&our_volume.0, "out"), format!("{unique}\nexec=\n"));
     assert_eq!(volume_file(&our_volume.0, "out"), volume_file(&their_volume.0, "out"));
+}
+
+#[test]
+fn build_of_a_compose_configuration_labels_the_services_image_as_the_reference_does() {
+    let clis = Clis::new();
+    let unique = Workspace::image(DEBIAN).unique();
+    let images = Images::new(&unique);
+    let compose = format!(
+        "services:\n  app:\n    image: {DEBIAN}\n    command: sleep infinity\n    labels:\n      {TEST_LABEL}: \"1\"\n"
+    );
+    let config = json!({
+        "dockerComposeFile": "docker-compose.yml",
+        "service": "app",
+        "workspaceFolder": "/w",
+        "postCreateCommand": format!("echo {unique}"),
+    });
+    let (ours, theirs) = two(config);
+    let mut names = Vec::new();
+    for (ws, side) in [(&ours, "ours"), (&theirs, "theirs")] {
+        std::fs::write(ws.path().join("docker-compose.yml"), &compose).unwrap();
+        let name = format!("wr-test-compose-{side}-{unique}:1");
+        images.add(&name);
+        names.push(name);
+    }
+    let our = clis.ours(&["build", "--workspace-folder", &ours.folder(), "--image-name", &names[0]]);
+    let their = clis.reference(&["build", "--workspace-folder", &theirs.folder(), "--image-name", &names[1]]);
+    assert_eq!(our.status.code(), Some(0), "ours: {}", stderr(&our));
+    assert_eq!(their.status.code(), Some(0), "reference: {}", stderr(&their));
+    assert_eq!(keys(&result_of(&our)), keys(&result_of(&their)));
+    assert_eq!(image_label(&names[0]), json!([{ "postCreateCommand": format!("echo {unique}") }]));
+    assert_eq!(image_label(&names[0]), image_label(&names[1]));
+    // --push is refused for compose, by both.
+    let push = clis.ours(&["build", "--workspace-folder", &ours.folder(), "--image-name", &names[0], "--push"]);
+    assert_eq!(push.status.code(), Some(1));
+    assert!(result_of(&push)["message"].as_str().unwrap().contains("not provided for a compose configuration"));
 }

@@ -268,6 +268,7 @@ pub const FEATURES_RESOLVE_DEPENDENCIES: &[Flag] =
     &[flag("workspace-folder", Value, Used), flag("log-level", Value, Ignored(OWN_LOGS))];
 
 /// Every command's table, for the guide's (a test holds them equal).
+#[cfg(test)]
 pub const TABLES: &[(&str, &[Flag])] = &[
     ("up", UP),
     ("build", BUILD),
