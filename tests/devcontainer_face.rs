@@ -278,7 +278,7 @@ fn unknown_flags_and_commands_and_authoring_commands_are_one_line_and_exit_1() {
     for (args, said) in [
         (&["up", "--frobnicate"][..], "devcontainer up: unknown flag --frobnicate"),
         (&["frobnicate"][..], "devcontainer: unknown command \"frobnicate\""),
-        (&["up", "--prebuild"][..], "devcontainer up: --prebuild is refused: not yet"),
+        (&["up", "--secrets-file", "s.json"][..], "devcontainer up: --secrets-file is refused: its values"),
         (&["build", "--output", "type=oci"][..], "devcontainer build: --output is refused: workroom builds into"),
         (&["up", "stray"][..], "devcontainer up: unexpected word \"stray\""),
         (&["features", "publish", "./src"][..], "devcontainer features publish: not provided"),

@@ -322,3 +322,23 @@ fn override_config_and_additional_features_make_the_room_the_reference_makes() {
     };
     assert_eq!(label(&up.0, &ours), label(&up.1, &theirs));
 }
+
+#[test]
+fn prebuild_runs_on_create_and_update_content_again_at_each_call_and_leaves_the_rest_as_the_reference_does() {
+    let clis = Clis::new();
+    let (ours, theirs) = two(hooked(json!({})));
+    succeeded(&both(&clis, (&ours, &theirs), &["up", "--prebuild"]));
+    assert_eq!(ours.read("hooks.log"), "onCreate\nupdateContent\n");
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+    succeeded(&both(&clis, (&ours, &theirs), &["up", "--prebuild"]));
+    assert_eq!(ours.read("hooks.log"), "onCreate\nupdateContent\nupdateContent\n");
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+    let run = both(&clis, (&ours, &theirs), &["run-user-commands", "--prebuild"]);
+    succeeded(&run);
+    assert_eq!(result_of(&run.0), json!({ "outcome": "success", "result": "prebuild" }));
+    assert_eq!(result_of(&run.0), result_of(&run.1));
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+    succeeded(&both(&clis, (&ours, &theirs), &["up"]));
+    assert!(ours.read("hooks.log").ends_with("postCreate\npostStart\npostAttach\n"), "{}", ours.read("hooks.log"));
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+}

@@ -170,6 +170,9 @@ pub enum Scope {
     /// Those up to this one (postCreateCommand for the reference's
     /// `--stop-for-personalization`).
     Until(Hook),
+    /// onCreate and updateContent, updateContent again if it ran before
+    /// (`--prebuild`: a prebuilt room brought up to date).
+    Prebuild,
     /// None (`--skip-post-create`); `updateRemoteUserUID` still applies.
     None,
 }
@@ -181,6 +184,7 @@ impl Scope {
             Scope::All => None,
             Scope::UntilWaitFor => Some(wait_for.unwrap_or(Hook::UpdateContent)),
             Scope::Until(hook) => Some(hook),
+            Scope::Prebuild => Some(Hook::UpdateContent),
             Scope::None => Some(Hook::Initialize),
         }
     }
@@ -227,8 +231,16 @@ impl<'a> HookContext<'a> {
 /// was all of them (so the start needs nothing more).
 pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool, scope: Scope) -> anyhow::Result<bool> {
     let status = link.status().await?;
-    let markers = link.markers().await?;
+    let mut markers = link.markers().await?;
     let until = scope.until(ctx.metadata.wait_for);
+    if scope == Scope::Prebuild {
+        // Its record forgotten (ours and the reference's), so it runs again.
+        let key = Hook::UpdateContent.property();
+        if let Some(done) = markers.remove(key) {
+            link.set_marker(key, None, Some(done)).await?;
+            reference::forget(link, &ctx.user, Hook::UpdateContent).await;
+        }
+    }
     if link.link().peer().runs_hook_jobs() {
         by_daemon(link, ctx, &markers, &status.boot_id, until).await?;
     } else {
@@ -726,5 +738,6 @@ mod tests {
         assert_eq!(ran(Scope::UntilWaitFor, Some(PostStart)), [OnCreate, UpdateContent, PostCreate, PostStart]);
         assert_eq!(ran(Scope::UntilWaitFor, Some(Initialize)), Vec::<Hook>::new());
         assert_eq!(ran(Scope::None, Some(PostAttach)), Vec::<Hook>::new());
+        assert_eq!(ran(Scope::Prebuild, Some(PostStart)), [OnCreate, UpdateContent]);
     }
 }

@@ -55,6 +55,8 @@ const ALWAYS_LOCKED: &str = "workroom reads and writes the lockfile unless --no-
 const NO_SYNTAX: &str = "workroom's generated Dockerfiles carry no syntax directive";
 const NO_AUTO_MAPPING: &str = "only the reference's renamed features (gradle, maven, jupyterlab) are mapped, always";
 const DOTFILES: &str = "workroom installs no dotfiles into rooms yet; a postCreateCommand can clone and install them";
+const SECRETS: &str =
+    "its values would reach the hooks but not be masked in their output, as the reference masks them; not yet";
 const ID_LABEL_FIND: &str = "the configuration and its room are found from the workspace folder";
 
 /// Flags every command of the reference takes.
@@ -88,8 +90,8 @@ pub const UP: &[Flag] = &[
     flag("frozen-lockfile", Bool, Used),
     flag("experimental-frozen-lockfile", Bool, Used),
     flag("experimental-lockfile", Bool, Ignored(ALWAYS_LOCKED)),
-    flag("prebuild", Bool, Refused(NOT_YET)),
-    flag("secrets-file", Value, Refused(NOT_YET)),
+    flag("prebuild", Bool, Used),
+    flag("secrets-file", Value, Refused(SECRETS)),
     flag("dotfiles-repository", Value, Ignored(DOTFILES)),
     flag("dotfiles-install-command", Value, Ignored(DOTFILES)),
     flag("dotfiles-target-path", Value, Ignored(DOTFILES)),
@@ -199,8 +201,8 @@ pub const RUN_USER_COMMANDS: &[Flag] = &[
     flag("skip-non-blocking-commands", Bool, Used),
     flag("stop-for-personalization", Bool, Used),
     flag("default-user-env-probe", Value, Used),
-    flag("prebuild", Bool, Refused(NOT_YET)),
-    flag("secrets-file", Value, Refused(NOT_YET)),
+    flag("prebuild", Bool, Used),
+    flag("secrets-file", Value, Refused(SECRETS)),
     flag("dotfiles-repository", Value, Ignored(DOTFILES)),
     flag("dotfiles-install-command", Value, Ignored(DOTFILES)),
     flag("dotfiles-target-path", Value, Ignored(DOTFILES)),
@@ -516,8 +518,8 @@ mod tests {
 
     #[test]
     fn a_refused_flag_says_why_and_an_ignored_one_is_listed_once_with_why() {
-        let e = parse("up", UP, &words("--prebuild"), false).unwrap_err();
-        assert!(e.starts_with("devcontainer up: --prebuild is refused: not yet"), "{e}");
+        let e = parse("up", UP, &words("--secrets-file s.json"), false).unwrap_err();
+        assert!(e.starts_with("devcontainer up: --secrets-file is refused: its values"), "{e}");
         let p = parse("up", UP, &words("--log-level debug --log-level trace --docker-path /x"), false).unwrap();
         assert_eq!(p.ignored, [("log-level", OWN_LOGS), ("docker-path", ENGINE_API)]);
     }

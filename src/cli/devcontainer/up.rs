@@ -107,9 +107,11 @@ fn up_options(resolved: &Resolved, p: &Parsed) -> Result<UpOptions, String> {
 /// to their environment, and the defaults of what the metadata leaves open.
 fn hook_options(options: &mut UpOptions, p: &Parsed) -> Result<(), String> {
     options.remote_env = p.pairs("remote-env")?.into_iter().collect();
-    options.hooks = match (p.on("skip-post-create"), p.on("skip-non-blocking-commands")) {
-        (true, _) => Scope::None,
-        (_, true) => Scope::UntilWaitFor,
+    // In the reference's order of precedence.
+    options.hooks = match (p.on("skip-post-create"), p.on("skip-non-blocking-commands"), p.on("prebuild")) {
+        (true, _, _) => Scope::None,
+        (_, true, _) => Scope::UntilWaitFor,
+        (_, _, true) => Scope::Prebuild,
         _ if p.on("stop-for-personalization") => Scope::Until(crate::config::Hook::PostCreate),
         _ => Scope::All,
     };
@@ -169,9 +171,10 @@ pub(super) fn run_user_commands(p: &Parsed, log: Log) -> i32 {
                     resolved
                 }
             };
-            let stop = match (p.on("skip-non-blocking-commands"), p.on("stop-for-personalization")) {
-                (true, _) => "skipNonBlocking",
-                (_, true) => "stopForPersonalization",
+            let stop = match (p.on("skip-non-blocking-commands"), p.on("prebuild"), p.on("stop-for-personalization")) {
+                (true, _, _) => "skipNonBlocking",
+                (_, true, _) => "prebuild",
+                (_, _, true) => "stopForPersonalization",
                 _ => "done",
             };
             let mut flags = UpFlags { post_attach: !p.on("skip-post-attach"), ..Default::default() };
