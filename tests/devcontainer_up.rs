@@ -342,3 +342,39 @@ fn prebuild_runs_on_create_and_update_content_again_at_each_call_and_leaves_the_
     assert!(ours.read("hooks.log").ends_with("postCreate\npostStart\npostAttach\n"), "{}", ours.read("hooks.log"));
     assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
 }
+
+#[test]
+fn dotfiles_are_cloned_and_installed_after_post_create_and_before_post_start_as_the_reference_does() {
+    let clis = Clis::new();
+    let mut config = hooked(json!({}));
+    config["postStartCommand"] =
+        json!("test -e ~/dotfiles-ran && echo dotfiles >> hooks.log; echo postStart >> hooks.log");
+    let (ours, theirs) = two(config);
+    let mut outs = Vec::new();
+    for (ws, reference) in [(&ours, false), (&theirs, true)] {
+        // A repository in the workspace, which the room clones by its path.
+        let dots = ws.path().join("dots");
+        std::fs::create_dir(&dots).unwrap();
+        std::fs::write(dots.join("install.sh"), "#!/bin/sh\necho installed >> ~/dotfiles-ran\n").unwrap();
+        for git in [
+            &["init", "-q"][..],
+            &["add", "install.sh"],
+            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "dots"],
+        ] {
+            let out = std::process::Command::new("git").arg("-C").arg(&dots).args(git).output().unwrap();
+            assert!(out.status.success(), "git {git:?}: {}", stderr(&out));
+        }
+        let repository = format!("{}/dots", ws.remote_folder());
+        let folder = ws.folder();
+        let args = ["up", "--workspace-folder", &folder, "--dotfiles-repository", &repository];
+        outs.push(if reference { clis.reference(&args) } else { clis.ours(&args) });
+    }
+    let pair = (outs.remove(0), outs.remove(0));
+    succeeded(&pair);
+    assert_eq!(ours.read("hooks.log"), "onCreate\nupdateContent\npostCreate\ndotfiles\npostStart\npostAttach\n");
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+    let exec = both(&clis, (&ours, &theirs), &["exec", "sh", "-c", "cat ~/dotfiles-ran; ls ~/dotfiles"]);
+    succeeded(&exec);
+    assert_eq!(stdout(&exec.0), "installed\ninstall.sh\n");
+    assert_eq!(stdout(&exec.0), stdout(&exec.1));
+}

@@ -134,6 +134,84 @@ pub struct HookContext<'a> {
     pub plan_env: Option<BTreeMap<String, String>>,
     /// What `updateRemoteUserUID` is when no metadata sets it.
     pub uid_default: UidDefault,
+    /// The user's dotfiles, installed once after postCreateCommand.
+    pub dotfiles: Option<Dotfiles>,
+}
+
+/// A dotfiles repository to clone into the room and install (the
+/// reference's `--dotfiles-repository`, `--dotfiles-install-command`,
+/// `--dotfiles-target-path`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dotfiles {
+    /// A git URL or a path in the room; `owner/repo` is GitHub's, as the
+    /// reference reads it.
+    pub repository: String,
+    /// Run in the clone; else its first of `install.sh`, `install`,
+    /// `bootstrap.sh`, `bootstrap`, `setup.sh`, `setup`; else its dot-files
+    /// are linked into the home folder.
+    pub install_command: Option<String>,
+    /// Where the clone goes (`~/dotfiles` by default).
+    pub target: String,
+}
+
+impl Dotfiles {
+    /// The repository as git is given it: `owner/repo` on GitHub, anything
+    /// with a `:` (a URL) or a path (`/`, `./`, `../`) as written.
+    pub fn url(&self) -> String {
+        let r = &self.repository;
+        let path = r.starts_with('/') || r.starts_with("./") || r.starts_with("../");
+        match r.contains(':') || path {
+            true => r.clone(),
+            false => format!("https://github.com/{r}.git"),
+        }
+    }
+}
+
+/// The dotfiles marker: installed once per container.
+const DOTFILES_MARKER: &str = "dotfiles";
+
+/// Clones and installs the dotfiles as the remote user, with the hooks'
+/// environment. A room without git skips them with a line, as the
+/// reference does. The names come in as variables, so no quoting of ours
+/// can go wrong.
+const DOTFILES_SCRIPT: &str = r#"command -v git >/dev/null 2>&1 || { echo "no git in this room: dotfiles not installed"; exit 0; }
+target=$WORKROOM_DOTFILES_TARGET
+case $target in "~") target=$HOME ;; "~/"*) target=$HOME/${target#"~/"} ;; esac
+[ -e "$target" ] || git clone --depth 1 "$WORKROOM_DOTFILES_REPOSITORY" "$target" || exit $?
+cd "$target" || exit $?
+run() { [ -x "$1" ] || chmod +x "$1"; echo "running $1"; "$1"; }
+if [ -n "$WORKROOM_DOTFILES_INSTALL" ]; then
+  case $WORKROOM_DOTFILES_INSTALL in /*) run "$WORKROOM_DOTFILES_INSTALL" ;; *) run "./$WORKROOM_DOTFILES_INSTALL" ;; esac
+  exit $?
+fi
+for f in install.sh install bootstrap.sh bootstrap setup.sh setup; do
+  if [ -e "$f" ]; then run "./$f"; exit $?; fi
+done
+for f in .[!.]* ..?*; do
+  [ -e "$f" ] && [ "$f" != .git ] && ln -sf "$target/$f" "$HOME/" && echo "linked $f"
+done
+exit 0
+"#;
+
+/// Installs the dotfiles (when the room has none yet).
+async fn install_dotfiles(link: &RoomLink, ctx: &HookContext<'_>, dotfiles: &Dotfiles) -> anyhow::Result<()> {
+    let mut env = ctx.env.clone();
+    env.insert("WORKROOM_DOTFILES_REPOSITORY".into(), dotfiles.url());
+    env.insert("WORKROOM_DOTFILES_TARGET".into(), dotfiles.target.clone());
+    env.insert("WORKROOM_DOTFILES_INSTALL".into(), dotfiles.install_command.clone().unwrap_or_default());
+    let request = RunRequest {
+        argv: vec!["/bin/sh".into(), "-c".into(), DOTFILES_SCRIPT.into()],
+        user: Some(ctx.user.clone()),
+        env,
+        cwd: Some(ctx.cwd.clone()),
+        ..Default::default()
+    };
+    ctx.say.say(format!("[dotfiles] {} into {}", dotfiles.url(), dotfiles.target));
+    let status = link.run_prefixed(request, "dotfiles").await?;
+    if status.code != Some(0) {
+        bail!("installing the dotfiles from {} {}", dotfiles.url(), status.describe());
+    }
+    Ok(())
 }
 
 /// The default of `updateRemoteUserUID` (the reference's
@@ -223,6 +301,7 @@ impl<'a> HookContext<'a> {
             say,
             plan_env: None,
             uid_default: UidDefault::default(),
+            dotfiles: None,
         }
     }
 }
@@ -241,10 +320,16 @@ pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool, 
             reference::forget(link, &ctx.user, Hook::UpdateContent).await;
         }
     }
+    // After postCreate, unless hooks stop with it because `waitFor` names
+    // it; stopping for personalization stops after them (the reference's order).
+    let dotfiles = runs(Hook::PostCreate, until)
+        && (scope != Scope::UntilWaitFor || runs(Hook::PostStart, until))
+        && !is_done(&markers, DOTFILES_MARKER);
+    let dotfiles = ctx.dotfiles.as_ref().filter(|_| dotfiles);
     if link.link().peer().runs_hook_jobs() {
-        by_daemon(link, ctx, &markers, &status.boot_id, until).await?;
+        by_daemon(link, ctx, &markers, &status.boot_id, until, dotfiles).await?;
     } else {
-        by_host(link, ctx, &markers, &status.boot_id, until).await?;
+        by_host(link, ctx, &markers, &status.boot_id, until, dotfiles).await?;
     }
     if post_attach && runs(Hook::PostAttach, until) {
         run_hook(link, ctx, Hook::PostAttach).await?;
@@ -268,6 +353,7 @@ async fn by_daemon(
     markers: &Markers,
     boot_id: &str,
     until: Option<Hook>,
+    dotfiles: Option<&Dotfiles>,
 ) -> anyhow::Result<()> {
     let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
     // What a start waits for before the daemon runs postStart itself.
@@ -289,6 +375,10 @@ async fn by_daemon(
                 daemon_job(link, run, OnAbandoned::Interrupted, ctx.say).await?;
             }
         }
+    }
+    if let Some(dotfiles) = dotfiles {
+        once(link, DOTFILES_MARKER, None, DONE, OnAbandoned::RunAgain, || install_dotfiles(link, ctx, dotfiles))
+            .await?;
     }
     if !runs(Hook::PostStart, until) {
         return Ok(());
@@ -425,6 +515,7 @@ async fn by_host(
     markers: &Markers,
     boot_id: &str,
     until: Option<Hook>,
+    dotfiles: Option<&Dotfiles>,
 ) -> anyhow::Result<()> {
     let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
     let done = |key: &str| is_done(markers, key);
@@ -458,6 +549,10 @@ async fn by_host(
             .await?;
             say_interrupted(ctx.say, outcome, hook.property());
         }
+    }
+    if let Some(dotfiles) = dotfiles {
+        once(link, DOTFILES_MARKER, None, DONE, OnAbandoned::RunAgain, || install_dotfiles(link, ctx, dotfiles))
+            .await?;
     }
     if start_due && runs(Hook::PostStart, until) {
         let ran_by_reference = reference::ran(&theirs, Hook::PostStart, &ctx.started_at);
@@ -710,6 +805,16 @@ mod tests {
         assert!(is_abandoned(&dead));
         assert!(!is_abandoned(&format!("running:another-machine:{}:1", 1u32 << 23)));
         assert!(!is_abandoned("running:garbage"));
+    }
+
+    #[test]
+    fn a_dotfiles_repository_of_owner_and_name_is_githubs_and_a_url_or_a_path_is_as_written() {
+        let d = |r: &str| Dotfiles { repository: r.into(), install_command: None, target: "~/dotfiles".into() }.url();
+        assert_eq!(d("me/dots"), "https://github.com/me/dots.git");
+        assert_eq!(d("https://example.com/me/dots.git"), "https://example.com/me/dots.git");
+        assert_eq!(d("git@example.com:me/dots.git"), "git@example.com:me/dots.git");
+        assert_eq!(d("/workspaces/app/dots"), "/workspaces/app/dots");
+        assert_eq!(d("./dots"), "./dots");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct UpOptions {
     /// `updateRemoteUserUID` when no metadata sets it
     /// (`--update-remote-user-uid-default`).
     pub uid_default: super::hooks::UidDefault,
+    /// Dotfiles to install after postCreateCommand (`--dotfiles-repository`).
+    pub dotfiles: Option<super::hooks::Dotfiles>,
 }
 
 /// Who is making which room, and how: what every making step reads.

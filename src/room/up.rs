@@ -306,6 +306,7 @@ async fn run_hooks(
     ctx.created_at = room.container.created.clone().unwrap_or_default();
     ctx.started_at = room.started_at();
     ctx.uid_default = options.uid_default;
+    ctx.dotfiles = options.dotfiles.clone();
     ctx.env.extend(crate::forward::room_env(&room.name));
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.

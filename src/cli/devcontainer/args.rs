@@ -54,7 +54,6 @@ const CACHE_TO: &str = "the classic builder exports no cache; the engine's own c
 const ALWAYS_LOCKED: &str = "workroom reads and writes the lockfile unless --no-lockfile";
 const NO_SYNTAX: &str = "workroom's generated Dockerfiles carry no syntax directive";
 const NO_AUTO_MAPPING: &str = "only the reference's renamed features (gradle, maven, jupyterlab) are mapped, always";
-const DOTFILES: &str = "workroom installs no dotfiles into rooms yet; a postCreateCommand can clone and install them";
 const SECRETS: &str =
     "its values would reach the hooks but not be masked in their output, as the reference masks them; not yet";
 const ID_LABEL_FIND: &str = "the configuration and its room are found from the workspace folder";
@@ -92,9 +91,9 @@ pub const UP: &[Flag] = &[
     flag("experimental-lockfile", Bool, Ignored(ALWAYS_LOCKED)),
     flag("prebuild", Bool, Used),
     flag("secrets-file", Value, Refused(SECRETS)),
-    flag("dotfiles-repository", Value, Ignored(DOTFILES)),
-    flag("dotfiles-install-command", Value, Ignored(DOTFILES)),
-    flag("dotfiles-target-path", Value, Ignored(DOTFILES)),
+    flag("dotfiles-repository", Value, Used),
+    flag("dotfiles-install-command", Value, Used),
+    flag("dotfiles-target-path", Value, Used),
     flag("cache-to", Many, Ignored(CACHE_TO)),
     flag("buildkit", Value, Ignored(CLASSIC_BUILDER)),
     flag("docker-path", Value, Ignored(ENGINE_API)),
@@ -203,9 +202,9 @@ pub const RUN_USER_COMMANDS: &[Flag] = &[
     flag("default-user-env-probe", Value, Used),
     flag("prebuild", Bool, Used),
     flag("secrets-file", Value, Refused(SECRETS)),
-    flag("dotfiles-repository", Value, Ignored(DOTFILES)),
-    flag("dotfiles-install-command", Value, Ignored(DOTFILES)),
-    flag("dotfiles-target-path", Value, Ignored(DOTFILES)),
+    flag("dotfiles-repository", Value, Used),
+    flag("dotfiles-install-command", Value, Used),
+    flag("dotfiles-target-path", Value, Used),
     flag("docker-path", Value, Ignored(ENGINE_API)),
     flag("docker-compose-path", Value, Ignored(COMPOSE_ON_PATH)),
     flag("container-data-folder", Value, Ignored(OWN_STATE)),
@@ -229,9 +228,9 @@ pub const SET_UP: &[Flag] = &[
     flag("default-user-env-probe", Value, Used),
     flag("include-configuration", Bool, Used),
     flag("include-merged-configuration", Bool, Used),
-    flag("dotfiles-repository", Value, Ignored(DOTFILES)),
-    flag("dotfiles-install-command", Value, Ignored(DOTFILES)),
-    flag("dotfiles-target-path", Value, Ignored(DOTFILES)),
+    flag("dotfiles-repository", Value, Used),
+    flag("dotfiles-install-command", Value, Used),
+    flag("dotfiles-target-path", Value, Used),
     flag("docker-path", Value, Ignored(ENGINE_API)),
     flag("container-data-folder", Value, Ignored(OWN_STATE)),
     flag("container-system-data-folder", Value, Ignored(OWN_STATE)),

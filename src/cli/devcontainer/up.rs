@@ -118,8 +118,16 @@ fn hook_options(options: &mut UpOptions, p: &Parsed) -> Result<(), String> {
     options.user_env_probe = p.one("default-user-env-probe").map(args::user_env_probe).transpose()?;
     options.uid_default =
         p.one("update-remote-user-uid-default").map(args::uid_default).transpose()?.unwrap_or_default();
+    options.dotfiles = p.one("dotfiles-repository").map(|repository| crate::room::hooks::Dotfiles {
+        repository: repository.to_string(),
+        install_command: p.one("dotfiles-install-command").map(str::to_string),
+        target: p.one("dotfiles-target-path").unwrap_or(DOTFILES_TARGET).to_string(),
+    });
     Ok(())
 }
+
+/// Where dotfiles are cloned unless `--dotfiles-target-path` says (the reference's default).
+const DOTFILES_TARGET: &str = "~/dotfiles";
 
 /// The compose label the engine's compose gives every service container.
 const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
