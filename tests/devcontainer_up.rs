@@ -261,7 +261,52 @@ fn the_git_root_is_mounted_unless_mount_workspace_git_root_is_false_as_the_refer
             normalised(&json!([bind.unwrap()["Source"], bind.unwrap()["Destination"]]), &r.ws)
         };
         assert_eq!(mounts(&ours, &pair.0), mounts(&theirs, &pair.1));
+        // exec runs in that folder, given the same flag.
+        let exec = |r: &Repo| {
+            vec![
+                "exec".to_string(),
+                "--workspace-folder".into(),
+                r.sub(),
+                "--mount-workspace-git-root".into(),
+                git_root.into(),
+                "pwd".into(),
+            ]
+        };
+        let our = clis.ours(&exec(&ours).iter().map(String::as_str).collect::<Vec<_>>());
+        let their = clis.reference(&exec(&theirs).iter().map(String::as_str).collect::<Vec<_>>());
+        let pair = (our, their);
+        succeeded(&pair);
+        assert_eq!(normalised(&json!(stdout(&pair.0)), &ours.ws), json!(format!("{wanted}\n")));
+        assert_eq!(normalised(&json!(stdout(&pair.0)), &ours.ws), normalised(&json!(stdout(&pair.1)), &theirs.ws));
     }
+}
+
+#[test]
+fn a_workspace_with_no_devcontainer_json_is_brought_up_and_used_through_override_config_as_the_reference_does() {
+    let clis = Clis::new();
+    let (ours, theirs) = two(json!({ "image": BUSYBOX }));
+    // Put back before the workspaces go, which read it to find their rooms.
+    let _back = Restore([&ours, &theirs].map(|ws| ws.path().join(".devcontainer.json")).to_vec());
+    for ws in [&ours, &theirs] {
+        std::fs::remove_file(ws.path().join(".devcontainer.json")).unwrap();
+    }
+    let over = tempfile::Builder::new().prefix("wr-test-override-").tempdir().unwrap();
+    let over_file = over.path().join("override.json");
+    std::fs::write(&over_file, labelled(hooked(json!({ "remoteEnv": { "FROM": "override" } })))).unwrap();
+    let over_arg = over_file.to_str().unwrap();
+    let up = both(&clis, (&ours, &theirs), &["up", "--override-config", over_arg]);
+    succeeded(&up);
+    assert_eq!(ours.read("hooks.log"), theirs.read("hooks.log"));
+    let exec = both(&clis, (&ours, &theirs), &["exec", "--override-config", over_arg, "sh", "-c", "echo $FROM; pwd"]);
+    succeeded(&exec);
+    assert_eq!(stdout(&exec.0).lines().next(), Some("override"));
+    assert_eq!(
+        stdout(&exec.0).replace(&ours.remote_folder(), "<ws>"),
+        stdout(&exec.1).replace(&theirs.remote_folder(), "<ws>")
+    );
+    // Without it there is no configuration to find the room by, for either.
+    let bare = both(&clis, (&ours, &theirs), &["exec", "true"]);
+    assert_eq!((bare.0.status.code(), bare.1.status.code()), (Some(1), Some(1)));
 }
 
 #[test]
@@ -377,4 +422,15 @@ fn dotfiles_are_cloned_and_installed_after_post_create_and_before_post_start_as_
     succeeded(&exec);
     assert_eq!(stdout(&exec.0), "installed\ninstall.sh\n");
     assert_eq!(stdout(&exec.0), stdout(&exec.1));
+}
+
+/// Files written back on drop, as a config the test took away.
+struct Restore(Vec<std::path::PathBuf>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::write(path, labelled(json!({ "image": BUSYBOX })));
+        }
+    }
 }

@@ -45,7 +45,8 @@ pub async fn run(
     argv: Vec<String>,
     remote_env: &[(String, String)],
 ) -> anyhow::Result<i32> {
-    match prepare_and_run(args, tty, argv, remote_env).await {
+    let request = crate::config::LoadRequest::new(&args.workspace.workspace_folder, args.workspace.config.clone());
+    match run_with(args.room.as_deref(), &request, tty, argv, remote_env).await {
         Ok(code) => Ok(code),
         Err(e) => {
             let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
@@ -55,8 +56,13 @@ pub async fn run(
     }
 }
 
-async fn prepare_and_run(
-    args: &RoomArgs,
+/// [`run`] in the room named, else the workspace's, its configuration
+/// read as `request` says (the devcontainer face's `--override-config`):
+/// the command's status, or why workroom could not run it (for the caller
+/// to say, with its own status).
+pub async fn run_with(
+    room: Option<&str>,
+    request: &crate::config::LoadRequest,
     tty: bool,
     argv: Vec<String>,
     remote_env: &[(String, String)],
@@ -68,7 +74,7 @@ async fn prepare_and_run(
         bail!("-t gives the command a terminal, but stdin is a pipe or a file; drop -t to pass stdin to the command");
     }
     let engine = Engine::connect().await?;
-    let (room, resolved) = args.running_with_config(&engine).await?;
+    let (room, resolved) = crate::room::resolve::running_from(&engine, room, request).await?;
     let user = room.remote_user();
     let container_env = crate::room::container_env(&room.container);
     let metadata = crate::room::metadata_of(&resolved.loaded, &room.container);

@@ -147,7 +147,7 @@ pub const BUILD: &[Flag] = &[
 pub const EXEC: &[Flag] = &[
     flag("workspace-folder", Value, Used),
     flag("config", Value, Used),
-    flag("override-config", Value, Refused(NOT_YET)),
+    flag("override-config", Value, Used),
     flag("container-id", Value, Used),
     flag("remote-env", Many, Used),
     flag("log-format", Value, Used),

@@ -4,11 +4,9 @@
 use super::args::{self, Parsed};
 use super::log::Log;
 use super::{file_uri, EXIT_FAILED};
-use crate::cli::{RoomArgs, WorkspaceArgs};
 use crate::engine::Engine;
 use anyhow::bail;
 use serde_json::Value;
-use std::path::PathBuf;
 
 /// `exec CMD ARGS…`: the command's exit status passed through.
 pub(super) fn exec(p: &Parsed, log: Log) -> i32 {
@@ -23,13 +21,6 @@ pub(super) fn exec(p: &Parsed, log: Log) -> i32 {
             return EXIT_FAILED;
         }
     };
-    if !p.on_unless_false("mount-workspace-git-root") {
-        log.error(
-            "devcontainer exec: --mount-workspace-git-root false is not yet taken by exec, which runs in the \
-             workspace folder as the git root's mount places it",
-        );
-        return EXIT_FAILED;
-    }
     let ran = super::runtime().and_then(|rt| {
         rt.block_on(async {
             let room = match (p.one("container-id"), p.all("id-label")) {
@@ -37,12 +28,8 @@ pub(super) fn exec(p: &Parsed, log: Log) -> i32 {
                 (None, []) => None,
                 (None, labels) => Some(labelled_room(labels).await?),
             };
-            let workspace = WorkspaceArgs {
-                workspace_folder: PathBuf::from(p.one("workspace-folder").unwrap_or(".")),
-                config: p.one("config").map(PathBuf::from),
-            };
-            let room = RoomArgs { workspace, room };
-            crate::cli::exec_cmd::run(&room, false, p.positional.clone(), &remote_env).await
+            let request = super::load_request(p);
+            crate::cli::exec_cmd::run_with(room.as_deref(), &request, false, p.positional.clone(), &remote_env).await
         })
     });
     match ran {
