@@ -7,97 +7,11 @@
 
 mod common;
 
+use common::face::*;
 use common::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Output};
-
-/// The two CLIs: the reference unpacked, and workroom linked as `devcontainer`.
-struct Clis {
-    _unpacked: tempfile::TempDir,
-    js: PathBuf,
-    _link_dir: tempfile::TempDir,
-    face: PathBuf,
-}
-
-impl Clis {
-    fn new() -> Clis {
-        let (_unpacked, js) = reference_cli();
-        let _link_dir = tempfile::Builder::new().prefix("wr-test-face-").tempdir().unwrap();
-        let face = _link_dir.path().join("devcontainer");
-        std::os::unix::fs::symlink(workroom_bin(), &face).unwrap();
-        Clis { _unpacked, js, _link_dir, face }
-    }
-
-    fn reference(&self, args: &[&str]) -> Output {
-        let mut node = Command::new("node");
-        node.arg(&self.js).args(args);
-        output_within(node, None)
-    }
-
-    fn ours(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(&self.face);
-        cmd.args(args);
-        output_within(cmd, None)
-    }
-}
-
-/// The last stdout line that starts with `{`, as Coder's agent takes it.
-fn result_of(out: &Output) -> Value {
-    let text = stdout(out);
-    let line = text.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
-    serde_json::from_str(line).unwrap_or(Value::Null)
-}
-
-/// Every stderr line parses as JSON with a `type`; with `all_keys`, with
-/// every key of the reference's text lines (its `progress` lines carry
-/// neither level nor timestamp, so its own output is held to `type`).
-fn assert_json_log_lines(who: &str, out: &Output, all_keys: bool) {
-    let text = stderr(out);
-    assert!(!text.trim().is_empty(), "{who}: no log lines at all");
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{who}: not JSON ({e}): {line:?}"));
-        assert!(v["type"].is_string(), "{who}: no type in {line}");
-        if all_keys {
-            for key in ["type", "level", "timestamp", "text"] {
-                assert!(v.get(key).is_some(), "{who}: no {key:?} in {line}");
-            }
-            assert!(v["timestamp"].is_u64() && v["level"].is_u64(), "{who}: {line}");
-        }
-    }
-}
-
-/// A JSON value with each workspace's own folder replaced by `<ws>`, so the
-/// two sides compare.
-fn normalised(v: &Value, ws: &Workspace) -> Value {
-    let base = ws.path().file_name().unwrap().to_string_lossy().into_owned();
-    let text = v.to_string().replace(&ws.folder(), "<ws>").replace(&base, "<base>");
-    serde_json::from_str(&text).unwrap()
-}
-
-fn two(config: Value) -> (Workspace, Workspace) {
-    (Workspace::new(config.clone()), Workspace::new(config))
-}
-
-const HOOKS: [(&str, &str); 5] = [
-    ("onCreateCommand", "onCreate"),
-    ("updateContentCommand", "updateContent"),
-    ("postCreateCommand", "postCreate"),
-    ("postStartCommand", "postStart"),
-    ("postAttachCommand", "postAttach"),
-];
-
-/// A config whose every hook appends its name to hooks.log in the workspace.
-fn hooked(extra: Value) -> Value {
-    let mut config = json!({ "image": DEBIAN, "customizations": { "coder": { "apps": [{ "slug": "face" }] } } });
-    for (hook, name) in HOOKS {
-        config[hook] = json!(format!("echo {name} >> hooks.log"));
-    }
-    for (k, v) in extra.as_object().unwrap() {
-        config[k] = v.clone();
-    }
-    config
-}
 
 #[test]
 fn coders_sequence_up_read_configuration_and_exec_by_container_id_agrees_with_the_reference() {
@@ -113,7 +27,6 @@ fn coders_sequence_up_read_configuration_and_exec_by_container_id_agrees_with_th
     assert_eq!(their_up.status.code(), Some(0), "reference: {}", stderr(&their_up));
     assert_eq!(stdout(&our_up).lines().count(), 1, "one stdout line: {}", stdout(&our_up));
     let (our_result, their_result) = (result_of(&our_up), result_of(&their_up));
-    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&our_result), keys(&their_result), "{our_result} vs {their_result}");
     assert_eq!(our_result["outcome"], "success");
     assert_eq!(our_result["remoteUser"], their_result["remoteUser"]);
@@ -182,30 +95,6 @@ fn coders_sequence_up_read_configuration_and_exec_by_container_id_agrees_with_th
 /// Stdout's lines with the workspace's folder in the room as `<ws>`.
 fn lines(out: &Output, ws: &Workspace) -> Vec<String> {
     stdout(out).replace(&ws.remote_folder(), "<ws>").lines().map(str::to_string).collect()
-}
-
-/// A named volume labelled for the tests, removed on drop (so made before
-/// the workspace whose room uses it, which drops first).
-struct Volume(String);
-
-impl Volume {
-    fn new(side: &str) -> Volume {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("wr-test-face-{side}-{}-{n}", std::process::id());
-        docker_ok(&["volume", "create", "--label", &format!("{TEST_LABEL}=1"), &name]);
-        Volume(name)
-    }
-}
-
-impl Drop for Volume {
-    fn drop(&mut self) {
-        let _ = docker(&["volume", "rm", "-f", &self.0]);
-    }
-}
-
-fn inspect(id: &str, format: &str) -> Value {
-    serde_json::from_str(docker_ok(&["inspect", "-f", format, id]).trim()).unwrap()
 }
 
 #[test]
@@ -389,10 +278,11 @@ fn unknown_flags_and_commands_and_authoring_commands_are_one_line_and_exit_1() {
     for (args, said) in [
         (&["up", "--frobnicate"][..], "devcontainer up: unknown flag --frobnicate"),
         (&["frobnicate"][..], "devcontainer: unknown command \"frobnicate\""),
-        (&["up", "--additional-features", "{}"][..], "devcontainer up: --additional-features is refused: not yet"),
+        (&["up", "--secrets-file", "s.json"][..], "devcontainer up: --secrets-file is refused: its values"),
+        (&["build", "--output", "type=oci"][..], "devcontainer build: --output is refused: workroom builds into"),
+        (&["up", "stray"][..], "devcontainer up: unexpected word \"stray\""),
         (&["features", "publish", "./src"][..], "devcontainer features publish: not provided"),
         (&["templates", "apply"][..], "devcontainer templates apply: not provided"),
-        (&["build", "--image-name", "x"][..], "devcontainer build: not yet provided"),
     ] {
         let out = clis.ours(args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -426,5 +316,5 @@ fn version_and_help_alone_answer_on_stdout_and_exit_0_as_callers_probe_them() {
     assert_eq!(stdout(&version), format!("{}\n", env!("CARGO_PKG_VERSION")));
     let help = clis.ours(&["--help"]);
     assert_eq!(help.status.code(), Some(0));
-    assert!(stdout(&help).contains("up, exec and read-configuration"), "{}", stdout(&help));
+    assert!(stdout(&help).contains("up, build, exec, read-configuration"), "{}", stdout(&help));
 }

@@ -127,6 +127,8 @@ fn prepare(case: &Path) -> (PathBuf, LoadRequest) {
         container_env,
         // As `workroom config` loads: what read-configuration reads.
         runnable_only: false,
+        override_config: None,
+        mount_git_root: true,
     };
     (dir, request)
 }

@@ -39,16 +39,30 @@ pub(super) struct Read {
 /// Reads the workspace's configuration; `warn` hears what merging the
 /// image's metadata says.
 pub(super) fn read(args: &WorkspaceArgs, include_merged: bool, warn: &dyn Fn(&str)) -> anyhow::Result<Read> {
+    read_with(LoadRequest::new(&args.workspace_folder, args.config.clone()), &|_| {}, include_merged, warn)
+}
+
+/// [`read`] from a request of the caller's (the devcontainer face's
+/// `--override-config`, `--mount-workspace-git-root`), with `adjust`
+/// applied to the configuration after each load (its
+/// `--additional-features`).
+pub(super) fn read_with(
+    request: LoadRequest,
+    adjust: &dyn Fn(&mut Loaded),
+    include_merged: bool,
+    warn: &dyn Fn(&str),
+) -> anyhow::Result<Read> {
     // As the reference's read-configuration: `${devcontainerId}` and
     // `${containerEnv:...}` are substituted only when the room exists.
     // A file `up` cannot make a room from (no image, a compose file that
     // is not there) is still printed, as read-configuration prints it.
-    let mut request = LoadRequest {
-        id_without_container: false,
-        runnable_only: false,
-        ..LoadRequest::new(&args.workspace_folder, args.config.clone())
+    let mut request = LoadRequest { id_without_container: false, runnable_only: false, ..request };
+    let load = |request: &LoadRequest| -> anyhow::Result<Loaded> {
+        let mut loaded = config::load(request)?;
+        adjust(&mut loaded);
+        Ok(loaded)
     };
-    let mut loaded = config::load(&request)?;
+    let mut loaded = load(&request)?;
     // What `up` would refuse before making anything, `config` refuses too
     // (of a compose config, what its room is planned from).
     match loaded.model.source {
@@ -70,7 +84,7 @@ pub(super) fn read(args: &WorkspaceArgs, include_merged: bool, warn: &dyn Fn(&st
     };
     if let Some(c) = &room {
         request.container_env = Some(crate::room::container_env(c));
-        loaded = config::load(&request)?;
+        loaded = load(&request)?;
     }
     let workspace = resolved.as_ref().map(|r| workspace_view(r, room.as_ref()));
     let mut out = loaded.reference_json();

@@ -36,15 +36,17 @@ const DEATH_NEWS_GRACE: Duration = Duration::from_secs(2);
 /// Bytes copied from the exec's output per read.
 const OUTPUT_CHUNK: usize = 64 * 1024;
 
-/// `remote_env` goes over the room's `remoteEnv` (the devcontainer face's
-/// `exec --remote-env NAME=VALUE`).
+/// `remote_env` goes under the room's `remoteEnv` and over the user's
+/// probed environment (the devcontainer face's `exec --remote-env
+/// NAME=VALUE`, as the reference orders them).
 pub async fn run(
     args: &RoomArgs,
     tty: bool,
     argv: Vec<String>,
     remote_env: &[(String, String)],
 ) -> anyhow::Result<i32> {
-    match prepare_and_run(args, tty, argv, remote_env).await {
+    let request = crate::config::LoadRequest::new(&args.workspace.workspace_folder, args.workspace.config.clone());
+    match run_with(args.room.as_deref(), &request, tty, argv, remote_env).await {
         Ok(code) => Ok(code),
         Err(e) => {
             let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
@@ -54,8 +56,13 @@ pub async fn run(
     }
 }
 
-async fn prepare_and_run(
-    args: &RoomArgs,
+/// [`run`] in the room named, else the workspace's, its configuration
+/// read as `request` says (the devcontainer face's `--override-config`):
+/// the command's status, or why workroom could not run it (for the caller
+/// to say, with its own status).
+pub async fn run_with(
+    room: Option<&str>,
+    request: &crate::config::LoadRequest,
     tty: bool,
     argv: Vec<String>,
     remote_env: &[(String, String)],
@@ -67,24 +74,25 @@ async fn prepare_and_run(
         bail!("-t gives the command a terminal, but stdin is a pipe or a file; drop -t to pass stdin to the command");
     }
     let engine = Engine::connect().await?;
-    let (room, resolved) = args.running_with_config(&engine).await?;
+    let (room, resolved) = crate::room::resolve::running_from(&engine, room, request).await?;
     let user = room.remote_user();
     let container_env = crate::room::container_env(&room.container);
     let metadata = crate::room::metadata_of(&resolved.loaded, &room.container);
     let said = super::on_stderr();
     let mut ctx = HookContext::new(&resolved.loaded, &metadata.merged, &user, &container_env, &said);
-    // The user environment `up` probed for this start, under remoteEnv.
-    if let Some(mut probed) = crate::room::ready::probed_env(&room.id, room.started_at()) {
-        if tty {
-            // The probe ran without a terminal: a TERM it found is the
-            // room's own (Podman puts TERM=xterm in every container's env),
-            // not this terminal's, which a pane gets and so does `exec -t`.
-            probed.remove("TERM");
-        }
-        ctx.env = probed.into_iter().chain(std::mem::take(&mut ctx.env)).collect();
+    // The user environment `up` probed for this start, then the command
+    // line's, then remoteEnv, each over the one before, as the reference
+    // orders them.
+    let mut probed = crate::room::ready::probed_env(&room.id, room.started_at()).unwrap_or_default();
+    if tty {
+        // The probe ran without a terminal: a TERM it found is the
+        // room's own (Podman puts TERM=xterm in every container's env),
+        // not this terminal's, which a pane gets and so does `exec -t`.
+        probed.remove("TERM");
     }
+    let remote = std::mem::take(&mut ctx.env);
+    ctx.env = probed.into_iter().chain(remote_env.iter().cloned()).chain(remote).collect();
     ctx.env.extend(crate::forward::room_env(&room.name));
-    ctx.env.extend(remote_env.iter().cloned());
     if tty {
         // One TERM for panes and `exec -t`: this terminal's (docker would say `xterm`).
         ctx.env = super::shell_cmd::terminal_env(std::mem::take(&mut ctx.env), |n| std::env::var(n).ok());

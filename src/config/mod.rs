@@ -51,6 +51,14 @@ pub struct LoadRequest {
     /// or finds a room refuses it; `config` reads it, as the reference's
     /// `read-configuration` does.
     pub runnable_only: bool,
+    /// Read the configuration's text from this file instead (the reference's
+    /// `--override-config`): the configuration still is the workspace's own
+    /// file for everything else (its path in labels, what relative paths
+    /// start from), or where that file would be when there is none.
+    pub override_config: Option<PathBuf>,
+    /// Mount the workspace folder's git root, not the folder itself (the
+    /// reference's `--mount-workspace-git-root`, true unless asked not to).
+    pub mount_git_root: bool,
 }
 
 impl LoadRequest {
@@ -64,6 +72,8 @@ impl LoadRequest {
             id_without_container: true,
             container_env: None,
             runnable_only: true,
+            override_config: None,
+            mount_git_root: true,
         }
     }
 }
@@ -171,10 +181,22 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
         .ok()
         .filter(|p| p.is_dir())
         .ok_or_else(|| ConfigError::NoWorkspace { path: request.workspace_folder.clone() })?;
-    let config_path = find_config(&local_folder, request.config.as_deref())?;
-    let bytes =
-        std::fs::read(&config_path).map_err(|source| ConfigError::Read { path: config_path.clone(), source })?;
-    let parsed = parse_document(&config_path, parse::decode(&config_path, &bytes)?)?;
+    let (config_path, text_path) = match &request.override_config {
+        None => {
+            let found = find_config(&local_folder, request.config.as_deref())?;
+            (found.clone(), found)
+        }
+        Some(over) => {
+            let over = discover::find_config(&local_folder, Some(over))?;
+            let found = match find_config(&local_folder, request.config.as_deref()) {
+                Err(ConfigError::NotFound { .. }) => local_folder.join(discover::CANDIDATES[0]),
+                other => other?,
+            };
+            (found, over)
+        }
+    };
+    let bytes = std::fs::read(&text_path).map_err(|source| ConfigError::Read { path: text_path.clone(), source })?;
+    let parsed = parse_document(&text_path, parse::decode(&text_path, &bytes)?)?;
     let raw = update_from_old_properties(parsed.map);
 
     let raw_folder = raw.get("workspaceFolder").and_then(Value::as_str);
@@ -195,7 +217,7 @@ pub fn load(request: &LoadRequest) -> Result<Loaded, ConfigError> {
             mount: None,
             git: read_git(&local_folder),
         },
-        false => workspace::defaults(&local_folder, raw_folder, raw_mount),
+        false => workspace::defaults(&local_folder, raw_folder, raw_mount, request.mount_git_root),
     };
 
     let local_folder_str = path_str(&config_path, &local_folder)?;

@@ -351,3 +351,36 @@ fn host_requirements_are_read_rather_than_ignored() {
     let ws = Ws::new(r#"{ "image": "i", "hostRequirements": { "cpus": 0 } }"#);
     assert!(ws.err().contains("`hostRequirements.cpus` must be a whole number of CPUs from 1"), "{}", ws.err());
 }
+
+#[test]
+fn an_override_config_gives_the_text_and_the_workspaces_file_stays_the_configuration() {
+    let ws = Ws::new(r#"{ "image": "debian" }"#);
+    let over = ws.dir.path().join("over.json");
+    fs::write(&over, r#"{ "image": "alpine", "remoteUser": "ann" }"#).unwrap();
+    let load =
+        |folder: PathBuf| load(&LoadRequest { override_config: Some(over.clone()), ..LoadRequest::new(folder, None) });
+    let loaded = load(ws.folder()).unwrap();
+    assert_eq!(loaded.model.source, Source::Image("alpine".into()));
+    assert_eq!(loaded.config_path.display().to_string(), ws.config_path());
+    // With no devcontainer.json at all, the configuration is where it would be.
+    let bare = ws.dir.path().join("bare");
+    fs::create_dir(&bare).unwrap();
+    let loaded = load(bare.clone()).unwrap();
+    assert_eq!(loaded.config_path, bare.join(".devcontainer/devcontainer.json"));
+    assert_eq!(loaded.model.remote_user.as_deref(), Some("ann"));
+}
+
+#[test]
+fn without_the_git_root_the_workspace_folder_itself_is_mounted() {
+    let ws = Ws::new(r#"{ "image": "debian" }"#);
+    fs::create_dir(ws.dir.path().join(".git")).unwrap();
+    let root = load(&LoadRequest::new(ws.folder(), None)).unwrap();
+    assert_eq!(root.workspace.mount_root, ws.dir.path());
+    assert_eq!(
+        root.workspace.folder,
+        format!("/workspaces/{}/app", ws.dir.path().file_name().unwrap().to_string_lossy())
+    );
+    let own = load(&LoadRequest { mount_git_root: false, ..LoadRequest::new(ws.folder(), None) }).unwrap();
+    assert_eq!(own.workspace.mount_root, ws.folder());
+    assert_eq!(own.workspace.folder, "/workspaces/app");
+}

@@ -90,8 +90,13 @@ pub fn git_root(folder: &Path) -> Option<PathBuf> {
 /// The defaults the reference CLI computes before substitution: the folder
 /// from the config if set (non-empty), the mount from the config if the key is
 /// present at all (an empty string then means no mount).
-pub fn defaults(local_folder: &Path, config_folder: Option<&str>, config_mount: Option<&str>) -> Workspace {
-    let mount_root = git_root(local_folder).unwrap_or_else(|| local_folder.to_path_buf());
+pub fn defaults(
+    local_folder: &Path,
+    config_folder: Option<&str>,
+    config_mount: Option<&str>,
+    mount_git_root: bool,
+) -> Workspace {
+    let mount_root = git_root(local_folder).filter(|_| mount_git_root).unwrap_or_else(|| local_folder.to_path_buf());
     let folder = match config_folder {
         Some(f) if !f.is_empty() => f.to_string(),
         _ => {
@@ -134,7 +139,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let app = dir.path().join("app");
         fs::create_dir(&app).unwrap();
-        let ws = defaults(&app, None, None);
+        let ws = defaults(&app, None, None, true);
         assert_eq!(ws.folder, "/workspaces/app");
         assert_eq!(ws.mount.unwrap(), format!("type=bind,source={},target=/workspaces/app", app.display()));
     }
@@ -145,7 +150,7 @@ mod tests {
         let repo = dir.path().join("repo");
         fs::create_dir_all(repo.join(".git")).unwrap();
         fs::create_dir_all(repo.join("services/api")).unwrap();
-        let ws = defaults(&repo.join("services/api"), None, None);
+        let ws = defaults(&repo.join("services/api"), None, None, true);
         assert_eq!(ws.mount_root, repo);
         assert_eq!(ws.folder, "/workspaces/repo/services/api");
         assert_eq!(ws.mount.unwrap(), format!("type=bind,source={},target=/workspaces/repo", repo.display()));
@@ -162,17 +167,17 @@ mod tests {
     #[test]
     fn configured_folder_and_mount_win_and_an_empty_mount_means_none() {
         let dir = tempfile::tempdir().unwrap();
-        let ws = defaults(dir.path(), Some("/src"), Some("type=volume,source=v,target=/src"));
+        let ws = defaults(dir.path(), Some("/src"), Some("type=volume,source=v,target=/src"), true);
         assert_eq!(ws.folder, "/src");
         assert_eq!(ws.mount.as_deref(), Some("type=volume,source=v,target=/src"));
-        assert_eq!(defaults(dir.path(), Some("/src"), Some("")).mount, None);
+        assert_eq!(defaults(dir.path(), Some("/src"), Some(""), true).mount, None);
     }
 
     #[test]
     fn an_empty_workspace_folder_counts_as_unset() {
         let dir = tempfile::tempdir().unwrap();
         let base = posix_basename(dir.path().to_str().unwrap()).to_string();
-        assert_eq!(defaults(dir.path(), Some(""), None).folder, format!("/workspaces/{base}"));
+        assert_eq!(defaults(dir.path(), Some(""), None, true).folder, format!("/workspaces/{base}"));
     }
 
     #[test]

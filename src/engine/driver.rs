@@ -23,7 +23,9 @@ use futures_util::stream::BoxStream;
 
 use super::compose::ProjectObjects;
 use super::docker::DockerEngine;
-use super::{BuildRequest, EngineError, ExecSpec, ExecStream, HostInfo, LogChunk, PullProgress, StreamFailed};
+use super::{
+    BuildRequest, EngineError, ExecSpec, ExecStream, HostInfo, LogChunk, PullProgress, PushAuth, StreamFailed,
+};
 
 /// One engine call in flight.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineError>> + Send + 'a>>;
@@ -115,8 +117,25 @@ pub trait Driver: Send + Sync {
 
     // Images.
     fn inspect_image<'a>(&'a self, image: &'a str) -> Call<'a, Option<ImageInspect>>;
-    fn pull_image<'a>(&'a self, image: &'a str, progress: &'a mut dyn FnMut(PullProgress<'_>)) -> Progress<'a>;
+    /// `platform` (`linux/arm64`) picks one of a multi-platform image's;
+    /// `None` is the engine's own.
+    fn pull_image<'a>(
+        &'a self,
+        image: &'a str,
+        platform: Option<&'a str>,
+        progress: &'a mut dyn FnMut(PullProgress<'_>),
+    ) -> Progress<'a>;
     fn build_image<'a>(&'a self, request: BuildRequest, output: &'a mut dyn FnMut(&str)) -> Progress<'a>;
+    /// Names `image` `repo:tag` too.
+    fn tag_image<'a>(&'a self, image: &'a str, repo: &'a str, tag: &'a str) -> Call<'a, ()>;
+    /// Pushes `repo:tag` to the registry its name holds.
+    fn push_image<'a>(
+        &'a self,
+        repo: &'a str,
+        tag: &'a str,
+        auth: Option<PushAuth>,
+        progress: &'a mut dyn FnMut(PullProgress<'_>),
+    ) -> Progress<'a>;
     /// Imports a root filesystem tar as `repo:tag`, with Dockerfile
     /// `changes` (`LABEL k=v`); returns the image's id (empty when the
     /// engine gave none).
@@ -256,8 +275,27 @@ impl Driver for DockerEngine {
         Box::pin(DockerEngine::inspect_image(self, image))
     }
 
-    fn pull_image<'a>(&'a self, image: &'a str, progress: &'a mut dyn FnMut(PullProgress<'_>)) -> Progress<'a> {
-        Box::pin(DockerEngine::pull_image(self, image, progress))
+    fn pull_image<'a>(
+        &'a self,
+        image: &'a str,
+        platform: Option<&'a str>,
+        progress: &'a mut dyn FnMut(PullProgress<'_>),
+    ) -> Progress<'a> {
+        Box::pin(DockerEngine::pull_image(self, image, platform, progress))
+    }
+
+    fn tag_image<'a>(&'a self, image: &'a str, repo: &'a str, tag: &'a str) -> Call<'a, ()> {
+        Box::pin(DockerEngine::tag_image(self, image, repo, tag))
+    }
+
+    fn push_image<'a>(
+        &'a self,
+        repo: &'a str,
+        tag: &'a str,
+        auth: Option<PushAuth>,
+        progress: &'a mut dyn FnMut(PullProgress<'_>),
+    ) -> Progress<'a> {
+        Box::pin(DockerEngine::push_image(self, repo, tag, auth, progress))
     }
 
     fn build_image<'a>(&'a self, request: BuildRequest, output: &'a mut dyn FnMut(&str)) -> Progress<'a> {

@@ -5,7 +5,9 @@
 //! never hold bollard (ADR 0001).
 
 use super::{DockerEngine, EngineError};
-use bollard::query_parameters::{BuildImageOptions, CreateImageOptions, LogsOptions, RemoveImageOptions};
+use bollard::query_parameters::{
+    BuildImageOptions, CreateImageOptions, LogsOptions, PushImageOptions, RemoveImageOptions, TagImageOptions,
+};
 use futures_util::{Stream, StreamExt};
 use std::collections::HashMap;
 
@@ -40,6 +42,21 @@ pub struct BuildRequest {
     pub target: Option<String>,
     pub cache_from: Vec<String>,
     pub labels: HashMap<String, String>,
+    /// Every step run again, none taken from the engine's cache.
+    pub no_cache: bool,
+    /// `os/arch[/variant]` of the image to make; the engine's own when `None`.
+    pub platform: Option<String>,
+}
+
+/// Who pushes: a registry's user and password (or token), as the docker
+/// config holds them; `None` pushes anonymously.
+#[derive(Debug, Clone, Default)]
+pub struct PushAuth {
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub identity_token: Option<String>,
+    /// The registry's host, as the credentials are keyed.
+    pub server: Option<String>,
 }
 
 /// A piece of a container's logs, by the stream it was written to.
@@ -53,12 +70,26 @@ pub enum LogChunk {
 impl DockerEngine {
     /// Pulls `image`, calling `progress` with each report; returns when the
     /// engine says the pull is over.
-    pub async fn pull_image(&self, image: &str, progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
-        super::logged_long("pull_image", image, self.pull(image, progress)).await
+    pub async fn pull_image(
+        &self,
+        image: &str,
+        platform: Option<&str>,
+        progress: impl FnMut(PullProgress<'_>),
+    ) -> Result<(), StreamFailed> {
+        super::logged_long("pull_image", image, self.pull(image, platform, progress)).await
     }
 
-    async fn pull(&self, image: &str, mut progress: impl FnMut(PullProgress<'_>)) -> Result<(), StreamFailed> {
-        let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
+    async fn pull(
+        &self,
+        image: &str,
+        platform: Option<&str>,
+        mut progress: impl FnMut(PullProgress<'_>),
+    ) -> Result<(), StreamFailed> {
+        let options = CreateImageOptions {
+            from_image: Some(image.to_string()),
+            platform: platform.unwrap_or_default().to_string(),
+            ..Default::default()
+        };
         let mut stream = self.docker.create_image(Some(options), None, None);
         while let Some(item) = stream.next().await {
             let info = item.map_err(|e| StreamFailed { reason: super::docker::short_reason(&e) })?;
@@ -92,6 +123,8 @@ impl DockerEngine {
             target: request.target.unwrap_or_default(),
             cachefrom: (!request.cache_from.is_empty()).then_some(request.cache_from),
             labels: Some(request.labels),
+            nocache: request.no_cache,
+            platform: request.platform.unwrap_or_default(),
             ..Default::default()
         };
         let mut stream = self.docker.build_image(options, None, Some(bollard::body_full(request.context.into())));
@@ -102,6 +135,59 @@ impl DockerEngine {
             }
             if let Some(text) = info.stream {
                 output(&text);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives the image `image` (a name or an id) the name `repo:tag` too.
+    pub async fn tag_image(&self, image: &str, repo: &str, tag: &str) -> Result<(), EngineError> {
+        let options = TagImageOptions { repo: Some(repo.to_string()), tag: Some(tag.to_string()) };
+        super::logged("tag_image", image, self.docker.tag_image(image, Some(options)))
+            .await
+            .map_err(|e| self.map(format!("tag image {image} as {repo}:{tag}"), format!("image {image}"), e))
+    }
+
+    /// Pushes `repo:tag` to its registry, calling `progress` with each
+    /// report; returns when the engine says the push is over.
+    pub async fn push_image(
+        &self,
+        repo: &str,
+        tag: &str,
+        auth: Option<PushAuth>,
+        progress: impl FnMut(PullProgress<'_>),
+    ) -> Result<(), StreamFailed> {
+        let name = format!("{repo}:{tag}");
+        super::logged_long("push_image", &name, self.push(repo, tag, auth, progress)).await
+    }
+
+    async fn push(
+        &self,
+        repo: &str,
+        tag: &str,
+        auth: Option<PushAuth>,
+        mut progress: impl FnMut(PullProgress<'_>),
+    ) -> Result<(), StreamFailed> {
+        let options = PushImageOptions { tag: Some(tag.to_string()), platform: None };
+        // The engine wants the header even for an anonymous push (an empty
+        // object then), which bollard sends for `None` too.
+        let credentials = auth.map(|a| bollard::auth::DockerCredentials {
+            username: a.username,
+            password: a.password,
+            identitytoken: a.identity_token,
+            serveraddress: a.server,
+            ..Default::default()
+        });
+        let mut stream = self.docker.push_image(repo, Some(options), credentials);
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| StreamFailed { reason: super::docker::short_reason(&e) })?;
+            if let Some(reason) = info.error_detail.and_then(|d| d.message) {
+                return Err(StreamFailed { reason });
+            }
+            if let Some(status) = info.status.as_deref() {
+                let detail = info.progress_detail.as_ref();
+                let (current, total) = (detail.and_then(|d| d.current), detail.and_then(|d| d.total));
+                progress(PullProgress { layer: "", status, current, total });
             }
         }
         Ok(())

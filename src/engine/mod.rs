@@ -35,7 +35,7 @@ pub use driver::{Call, Driver, Progress};
 
 pub use events::events_since;
 pub use exec::{ExecOutput, ExecSpec, ExecStream};
-pub use images::{BuildRequest, LogChunk, PullProgress, StreamFailed};
+pub use images::{BuildRequest, LogChunk, PullProgress, PushAuth, StreamFailed};
 pub use objects::HostInfo;
 
 use bollard::errors::Error as BollardError;

@@ -257,6 +257,17 @@ impl Fetcher {
         .await
     }
 
+    /// The repository's tags, in the registry's order (`features info
+    /// tags`, `outdated`).
+    pub async fn tags(&self, r: &OciRef) -> Result<Vec<String>, FetchError> {
+        let reference = Self::reference(r, None);
+        self.with_auth(r, |client, auth| {
+            let reference = reference.clone();
+            async move { Ok(client.list_tags(&reference, &auth, None, None).await?.tags) }
+        })
+        .await
+    }
+
     /// A layer's bytes, checked against its digest by oci-client.
     pub async fn blob(&self, r: &OciRef, digest: &str, size: i64) -> Result<Vec<u8>, FetchError> {
         let reference = Self::reference(r, None);

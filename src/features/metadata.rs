@@ -12,6 +12,8 @@ pub const LABEL: &str = "devcontainer.metadata";
 
 /// On a derived image whose label ends with devcontainer.json's entry: how
 /// many entries precede it, and the label's digest (`<count> <sha256 hex>`).
+/// Empty on an image `devcontainer build` named: made for rooms of other
+/// configurations, its label is whole to them, as to the reference.
 pub const ENTRIES_LABEL: &str = "workroom.features.image-entries";
 
 /// The reference's `pickFeatureProperties`, in its order.
@@ -133,6 +135,13 @@ mod tests {
         assert_eq!(image_entries(&labels).as_deref(), Some(r#"[{"id":"f"},{"id":"g"}]"#));
         labels.remove(LABEL);
         assert_eq!(image_entries(&labels), None);
+    }
+
+    #[test]
+    fn an_image_devcontainer_build_named_keeps_its_whole_label_for_rooms_of_other_configurations() {
+        let label = label_value(&[serde_json::json!({"id": "f"}), serde_json::json!({"remoteUser": "dev"})]);
+        let labels = HashMap::from([(LABEL.to_string(), label.clone()), (ENTRIES_LABEL.to_string(), String::new())]);
+        assert_eq!(image_entries(&labels), Some(label));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! - `lockfile`: `devcontainer-lock.json`;
 //! - `metadata`: the `devcontainer.metadata` entries features contribute;
 //! - `recipe`: the derived image's Dockerfile, context and cache key;
-//! - `collate`: the reference's string order.
+//! - `collate`: the reference's string order;
+//! - `versions`: the semantic versions among a feature's tags, and which
+//!   one a tag wants (`outdated`, `upgrade`).
 //!
 //! The edges: `cache` (the content-addressed store in the user's cache
 //! folder), `fetch` (OCI distribution and tarballs over HTTP), and
@@ -29,11 +31,12 @@ pub mod order;
 pub mod recipe;
 pub mod reference;
 mod resolve;
+pub mod versions;
 
 pub use cache::{digest_of, Cache};
 pub use error::FeatureError;
-pub use fetch::Fetcher;
-pub use resolve::{resolve, Feature, LockMode, Resolved};
+pub use fetch::{FetchError, Fetcher};
+pub use resolve::{lockfile_of, resolve, write_lockfile, Feature, LockMode, Resolved};
 
 use crate::config::Loaded;
 use serde_json::Value;

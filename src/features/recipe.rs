@@ -154,7 +154,16 @@ pub fn labelled(
     label: &str,
     labels: Labels,
 ) -> std::io::Result<(Vec<u8>, String, Labels)> {
-    let mut dockerfile = format!("FROM {installed_id}\n");
+    let (tar, left) = label_commit(installed_id, labels)?;
+    let tag = format!("{IMAGE_REPOSITORY}:{}-{}", &key[..32], &label_digest(label)[..16]);
+    Ok((tar, tag, left))
+}
+
+/// A layerless image over `from` (an image id) with `labels` set: the
+/// context (a Dockerfile alone), and the labels it could not write, for
+/// the build's parameters ([`label_instruction`]).
+pub fn label_commit(from: &str, labels: Labels) -> std::io::Result<(Vec<u8>, Labels)> {
+    let mut dockerfile = format!("FROM {from}\n");
     let left = match label_instruction(&labels) {
         Some(line) => {
             dockerfile.push_str(&line);
@@ -163,8 +172,7 @@ pub fn labelled(
         None => labels,
     };
     let tar = pack(&[("Dockerfile".into(), Entry::File(dockerfile.into_bytes()))])?;
-    let tag = format!("{IMAGE_REPOSITORY}:{}-{}", &key[..32], &label_digest(label)[..16]);
-    Ok((tar, tag, left))
+    Ok((tar, left))
 }
 
 /// sha256 hex of a label's value: names a labelled image, and lets a

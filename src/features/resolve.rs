@@ -25,6 +25,9 @@ pub enum LockMode {
     ReadOnly,
     /// Neither read nor write it (`--no-lockfile`).
     Skip,
+    /// Read it for nothing and write nothing: every feature resolved afresh
+    /// by its tag, for `upgrade` to write what [`lockfile_of`] makes of it.
+    Unpinned,
 }
 
 /// A feature ready to install.
@@ -102,7 +105,7 @@ pub async fn resolve(
     }
     let lock_path = lockfile::path_for(&loaded.config_path);
     let old_lockfile = match mode {
-        LockMode::Skip => None,
+        LockMode::Skip | LockMode::Unpinned => None,
         _ => read_lockfile(&lock_path)?,
     };
     let config_dir = loaded.config_path.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -292,9 +295,31 @@ fn read_lockfile(path: &Path) -> Result<Option<Value>, FeatureError> {
 
 /// Writes, checks or leaves the lockfile, as `mode` says.
 fn settle_lockfile(mode: LockMode, path: &Path, old: Option<&Value>, features: &[Feature]) -> Result<(), FeatureError> {
-    if matches!(mode, LockMode::Skip | LockMode::ReadOnly) {
+    if matches!(mode, LockMode::Skip | LockMode::ReadOnly | LockMode::Unpinned) {
         return Ok(());
     }
+    let new = lockfile_of(features);
+    let same = old.is_some_and(|o| lockfile::text(o) == lockfile::text(&new));
+    match mode {
+        LockMode::Frozen => match old {
+            None => Err(FeatureError::FrozenMissing { path: path.to_path_buf() }),
+            Some(_) if same => Ok(()),
+            Some(o) => Err(FeatureError::Frozen { path: path.to_path_buf(), changes: lockfile::drift(o, &new) }),
+        },
+        _ if same => Ok(()),
+        _ => write_lockfile(path, &new),
+    }
+}
+
+/// Writes `lockfile` as the reference writes it.
+pub fn write_lockfile(path: &Path, lockfile: &Value) -> Result<(), FeatureError> {
+    std::fs::write(path, lockfile::text(lockfile))
+        .map_err(|e| FeatureError::Lockfile { path: path.to_path_buf(), reason: format!("cannot write it: {e}") })
+}
+
+/// The lockfile these resolved features make: one entry per OCI or
+/// tarball feature (local folders are not locked).
+pub fn lockfile_of(features: &[Feature]) -> Value {
     let entries: Vec<lockfile::Entry> = features
         .iter()
         .filter_map(|f| {
@@ -314,23 +339,7 @@ fn settle_lockfile(mode: LockMode, path: &Path, old: Option<&Value>, features: &
             })
         })
         .collect();
-    let new = lockfile::render(&entries);
-    let same = old.is_some_and(|o| lockfile::text(o) == lockfile::text(&new));
-    match mode {
-        LockMode::Frozen => match old {
-            None => Err(FeatureError::FrozenMissing { path: path.to_path_buf() }),
-            Some(_) if same => Ok(()),
-            Some(o) => Err(FeatureError::Frozen { path: path.to_path_buf(), changes: lockfile::drift(o, &new) }),
-        },
-        _ if same => Ok(()),
-        _ => {
-            let text = lockfile::text(&new);
-            std::fs::write(path, text).map_err(|e| FeatureError::Lockfile {
-                path: path.to_path_buf(),
-                reason: format!("cannot write it: {e}"),
-            })
-        }
-    }
+    lockfile::render(&entries)
 }
 
 impl Resolver<'_> {

@@ -744,6 +744,8 @@ pub struct Merged {
     pub user_env_probe: Option<UserEnvProbe>,
     pub update_remote_user_uid: Option<bool>,
     pub override_command: Option<bool>,
+    /// The hook a tool waits for before it hands the room over (`waitFor`).
+    pub wait_for: Option<Hook>,
     /// Per hook, every entry's command in order (metadata's before devcontainer.json's).
     pub hooks: Vec<(Hook, Vec<HookCommand>)>,
 }
@@ -802,6 +804,7 @@ impl Merged {
             }),
             update_remote_user_uid: bool("updateRemoteUserUID"),
             override_command: bool("overrideCommand"),
+            wait_for: string("waitFor").and_then(|w| Hook::ALL.into_iter().find(|h| h.property() == w)),
             hooks,
         }
     }

@@ -106,6 +106,35 @@ impl Platform {
     }
 }
 
+impl Platform {
+    /// `os/arch[/variant]` as `--platform` takes it (`linux/arm64`,
+    /// `linux/arm/v7`); `None` for anything else.
+    pub fn parse(text: &str) -> Option<Platform> {
+        let mut parts = text.split('/');
+        let (os, arch) = (parts.next()?, parts.next()?);
+        let variant = parts.next().unwrap_or_default();
+        if os.is_empty() || arch.is_empty() || parts.next().is_some() {
+            return None;
+        }
+        Some(Platform::new(os, arch, variant))
+    }
+
+    /// Whether an image of this platform is one of the `asked`: the same os
+    /// and architecture (by the engine's names or the kernel's), and the
+    /// same variant when one is asked.
+    pub fn satisfies(&self, asked: &Platform) -> bool {
+        let arch = |a: &str| match a {
+            "x86_64" => "amd64".to_string(),
+            "aarch64" => "arm64".to_string(),
+            other => other.to_string(),
+        };
+        let os = |o: &str| if o.is_empty() { "linux".to_string() } else { o.to_string() };
+        os(&self.os) == os(&asked.os)
+            && arch(&self.architecture) == arch(&asked.architecture)
+            && (asked.variant.is_empty() || self.variant == asked.variant)
+    }
+}
+
 impl fmt::Display for Platform {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let os = if self.os.is_empty() { "linux" } else { &self.os };
@@ -317,5 +346,19 @@ mod tests {
         assert_eq!(Arch::of_room(Some("linux/arm64")), Some(Arch::Aarch64));
         assert_eq!(Arch::of_room(Some("linux/amd64")), Some(Arch::X86_64));
         assert_eq!(Arch::of_room(Some("linux/riscv64")), None);
+    }
+
+    #[test]
+    fn an_asked_platform_is_os_and_architecture_by_either_name_and_a_variant_only_when_asked() {
+        let arm = Platform::parse("linux/arm64").unwrap();
+        assert!(Platform::new("linux", "arm64", "v8").satisfies(&arm));
+        assert!(Platform::new("linux", "aarch64", "").satisfies(&arm));
+        assert!(!Platform::new("linux", "amd64", "").satisfies(&arm));
+        assert!(Platform::new("", "x86_64", "").satisfies(&Platform::parse("linux/amd64").unwrap()));
+        let v7 = Platform::parse("linux/arm/v7").unwrap();
+        assert!(!Platform::new("linux", "arm", "v6").satisfies(&v7));
+        for bad in ["linux", "linux/", "/amd64", "linux/arm/v7/x", ""] {
+            assert_eq!(Platform::parse(bad), None, "{bad}");
+        }
     }
 }

@@ -173,6 +173,7 @@ async fn service_image(
     project: &Project,
     loaded: &Loaded,
     lock: crate::features::LockMode,
+    how: &super::image::BuildHow,
     say: &Notices,
 ) -> anyhow::Result<ServiceImage> {
     let service = &project.service_name;
@@ -202,8 +203,34 @@ async fn service_image(
         action,
     })?;
     let (name, facts) =
-        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock, say).await?;
+        super::features::image_for(engine, loaded, (image.clone(), super::image::facts(&found)), lock, how, say)
+            .await?;
     Ok(ServiceImage { derived: name != image, name, facts })
+}
+
+/// The service's image as a compose room of `loaded` would be made from,
+/// with the config's features: for `devcontainer build`.
+pub(super) async fn service_image_for_build(
+    engine: &Engine,
+    loaded: &Loaded,
+    compose: &Compose,
+    lock: crate::features::LockMode,
+    how: &super::image::BuildHow,
+    say: &Notices,
+) -> anyhow::Result<(String, bollard::models::ImageInspect)> {
+    let program = program(loaded).await?;
+    let project = read_project(&program, loaded, compose).await?;
+    let (room, said) = plan::room_config(loaded);
+    for w in said {
+        say.warn(w);
+    }
+    let image = service_image(engine, &program, &project, &room, lock, how, say).await?;
+    let found = engine.inspect_image(&image.name).await?.ok_or_else(|| ComposeRoomError::ImageMissing {
+        image: image.name.clone(),
+        service: project.service_name.clone(),
+        action: "build",
+    })?;
+    Ok((image.name, found))
 }
 
 /// Makes the compose room `name` (`up`'s create step for a compose config).
@@ -236,7 +263,7 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     }
     let mut dry = create::check(&room, &super::HostFiles)?;
     crate::plan::caps::apply(&mut dry, &options.caps)?;
-    let image = service_image(engine, &program, &project, &room, options.lock, say).await?;
+    let image = service_image(engine, &program, &project, &room, options.lock, &options.build, say).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.
     let daemon = super::daemon::for_image(engine, &image.name).await?;

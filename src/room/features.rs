@@ -11,7 +11,7 @@
 //! succeeds, intermediate containers are removed by the engine (`forcerm`),
 //! and the layers the failed build committed are removed here.
 
-use super::image::{remove_made, BuildSteps};
+use super::image::{remove_made, BuildHow, BuildSteps};
 use crate::config::Loaded;
 use crate::engine::{BuildRequest, Engine, EngineError};
 use crate::features::{self, metadata, recipe, Cache, FeatureError, Fetcher, LockMode, Report};
@@ -47,6 +47,7 @@ pub async fn image_for(
     loaded: &Loaded,
     base: (String, crate::plan::create::ImageFacts),
     mode: LockMode,
+    how: &BuildHow,
     say: &Notices,
 ) -> Result<(String, crate::plan::create::ImageFacts), DerivedImageError> {
     if loaded.model.features.is_empty() {
@@ -56,17 +57,19 @@ pub async fn image_for(
         .inspect_image(&base.0)
         .await?
         .ok_or_else(|| DerivedImageError::Build { reason: format!("the base image {} vanished", base.0) })?;
-    let (image, inspect) = extend(engine, loaded, (base.0, inspect), mode, say).await?;
+    let (image, inspect) = extend(engine, loaded, (base.0, inspect), mode, how, say).await?;
     Ok((image, super::image::facts(&inspect)))
 }
 
 /// The image to create the room from: `base` itself when the config has no
-/// features, else the derived image (built unless it exists).
+/// features, else the derived image (built unless it exists, or always
+/// with `how.no_cache`).
 pub async fn extend(
     engine: &Engine,
     loaded: &Loaded,
     base: (String, ImageInspect),
     mode: LockMode,
+    how: &BuildHow,
     say: &Notices,
 ) -> Result<(String, ImageInspect), DerivedImageError> {
     if loaded.model.features.is_empty() {
@@ -92,7 +95,11 @@ pub async fn extend(
     let tag = context.tag();
     let _building = cache.lock(&context.key).await?;
     let downloads = *workroomd::locks::lock(&report.fetched);
-    let installed = match engine.inspect_image(&tag).await? {
+    let cached = match how.no_cache {
+        true => None,
+        false => engine.inspect_image(&tag).await?,
+    };
+    let installed = match cached {
         Some(found) => {
             // Nothing fetched, nothing built: a log needs no line for it.
             let text = format!("features: {} ready, image {tag} cached", installs.len());
@@ -103,7 +110,7 @@ pub async fn extend(
             found
         }
         None => {
-            build(engine, &context, &label, &resolved, &installs, say).await?;
+            build(engine, &context, &label, &resolved, &installs, how, say).await?;
             let found = engine.inspect_image(&tag).await?.ok_or_else(|| DerivedImageError::Build {
                 reason: format!("the build finished but {tag} is not there"),
             })?;
@@ -111,7 +118,7 @@ pub async fn extend(
             found
         }
     };
-    with_config_entry(engine, loaded, (tag, installed), entries, &context.key).await
+    with_config_entry(engine, loaded, (tag, installed), entries, &context.key, how).await
 }
 
 /// The installed image with devcontainer.json's entry last in its label, as
@@ -126,6 +133,7 @@ async fn with_config_entry(
     (installed_tag, installed): (String, ImageInspect),
     mut entries: Vec<serde_json::Value>,
     key: &str,
+    how: &BuildHow,
 ) -> Result<(String, ImageInspect), DerivedImageError> {
     let Some(own) = crate::plan::metadata::config_label_entry(loaded) else { return Ok((installed_tag, installed)) };
     let image_entries = entries.len();
@@ -138,14 +146,19 @@ async fn with_config_entry(
         (metadata::ENTRIES_LABEL.to_string(), format!("{image_entries} {}", recipe::label_digest(&label))),
     ];
     let (tar, tag, left) = recipe::labelled(&id, key, &label, labels).map_err(DerivedImageError::Context)?;
-    if let Some(found) = engine.inspect_image(&tag).await? {
-        return Ok((tag, found));
+    // Over a reinstall (`no_cache`), the tag still names the commit over
+    // the image before it.
+    if !how.no_cache {
+        if let Some(found) = engine.inspect_image(&tag).await? {
+            return Ok((tag, found));
+        }
     }
     let request = BuildRequest {
         context: tar,
         dockerfile: "Dockerfile".into(),
         tag: tag.clone(),
         labels: left.into_iter().collect(),
+        platform: how.platform.as_ref().map(ToString::to_string),
         ..Default::default()
     };
     engine
@@ -164,6 +177,7 @@ async fn build(
     label: &str,
     resolved: &features::Resolved,
     installs: &[recipe::Install],
+    how: &BuildHow,
     say: &Notices,
 ) -> Result<(), DerivedImageError> {
     let labels = vec![(metadata::LABEL.to_string(), label.to_string()), (KEY_LABEL.to_string(), context.key.clone())];
@@ -173,6 +187,9 @@ async fn build(
         dockerfile: "Dockerfile".into(),
         tag: context.tag(),
         labels: left.into_iter().collect(),
+        no_cache: how.no_cache,
+        platform: how.platform.as_ref().map(ToString::to_string),
+        cache_from: how.cache_from.clone(),
         ..Default::default()
     };
     let mut made = BuildSteps::default();

@@ -128,6 +128,150 @@ pub struct HookContext<'a> {
     pub started_at: String,
     /// Where the hooks' own lines go (what runs, what is skipped and why).
     pub say: &'a Notices,
+    /// The environment of the start plan the daemon keeps for later starts,
+    /// when it is not `env`: what only this `up` was given (`--remote-env`)
+    /// is not kept, as the reference keeps it nowhere.
+    pub plan_env: Option<BTreeMap<String, String>>,
+    /// What `updateRemoteUserUID` is when no metadata sets it.
+    pub uid_default: UidDefault,
+    /// The user's dotfiles, installed once after postCreateCommand.
+    pub dotfiles: Option<Dotfiles>,
+}
+
+/// A dotfiles repository to clone into the room and install (the
+/// reference's `--dotfiles-repository`, `--dotfiles-install-command`,
+/// `--dotfiles-target-path`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dotfiles {
+    /// A git URL or a path in the room; `owner/repo` is GitHub's, as the
+    /// reference reads it.
+    pub repository: String,
+    /// Run in the clone; else its first of `install.sh`, `install`,
+    /// `bootstrap.sh`, `bootstrap`, `setup.sh`, `setup`; else its dot-files
+    /// are linked into the home folder.
+    pub install_command: Option<String>,
+    /// Where the clone goes (`~/dotfiles` by default).
+    pub target: String,
+}
+
+impl Dotfiles {
+    /// The repository as git is given it: `owner/repo` on GitHub, anything
+    /// with a `:` (a URL) or a path (`/`, `./`, `../`) as written.
+    pub fn url(&self) -> String {
+        let r = &self.repository;
+        let path = r.starts_with('/') || r.starts_with("./") || r.starts_with("../");
+        match r.contains(':') || path {
+            true => r.clone(),
+            false => format!("https://github.com/{r}.git"),
+        }
+    }
+}
+
+/// The dotfiles marker: installed once per container.
+const DOTFILES_MARKER: &str = "dotfiles";
+
+/// Clones and installs the dotfiles as the remote user, with the hooks'
+/// environment. A room without git skips them with a line, as the
+/// reference does. The names come in as variables, so no quoting of ours
+/// can go wrong.
+const DOTFILES_SCRIPT: &str = r#"command -v git >/dev/null 2>&1 || { echo "no git in this room: dotfiles not installed"; exit 0; }
+target=$WORKROOM_DOTFILES_TARGET
+case $target in "~") target=$HOME ;; "~/"*) target=$HOME/${target#"~/"} ;; esac
+[ -e "$target" ] || git clone --depth 1 "$WORKROOM_DOTFILES_REPOSITORY" "$target" || exit $?
+cd "$target" || exit $?
+run() { [ -x "$1" ] || chmod +x "$1"; echo "running $1"; "$1"; }
+if [ -n "$WORKROOM_DOTFILES_INSTALL" ]; then
+  case $WORKROOM_DOTFILES_INSTALL in /*) run "$WORKROOM_DOTFILES_INSTALL" ;; *) run "./$WORKROOM_DOTFILES_INSTALL" ;; esac
+  exit $?
+fi
+for f in install.sh install bootstrap.sh bootstrap setup.sh setup; do
+  if [ -e "$f" ]; then run "./$f"; exit $?; fi
+done
+for f in .[!.]* ..?*; do
+  [ -e "$f" ] && [ "$f" != .git ] && ln -sf "$target/$f" "$HOME/" && echo "linked $f"
+done
+exit 0
+"#;
+
+/// Installs the dotfiles (when the room has none yet).
+async fn install_dotfiles(link: &RoomLink, ctx: &HookContext<'_>, dotfiles: &Dotfiles) -> anyhow::Result<()> {
+    let mut env = ctx.env.clone();
+    env.insert("WORKROOM_DOTFILES_REPOSITORY".into(), dotfiles.url());
+    env.insert("WORKROOM_DOTFILES_TARGET".into(), dotfiles.target.clone());
+    env.insert("WORKROOM_DOTFILES_INSTALL".into(), dotfiles.install_command.clone().unwrap_or_default());
+    let request = RunRequest {
+        argv: vec!["/bin/sh".into(), "-c".into(), DOTFILES_SCRIPT.into()],
+        user: Some(ctx.user.clone()),
+        env,
+        cwd: Some(ctx.cwd.clone()),
+        ..Default::default()
+    };
+    ctx.say.say(format!("[dotfiles] {} into {}", dotfiles.url(), dotfiles.target));
+    let status = link.run_prefixed(request, "dotfiles", ctx.say).await?;
+    if status.code != Some(0) {
+        bail!("installing the dotfiles from {} {}", dotfiles.url(), status.describe());
+    }
+    Ok(())
+}
+
+/// The default of `updateRemoteUserUID` (the reference's
+/// `--update-remote-user-uid-default`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UidDefault {
+    /// Never, whatever the metadata says.
+    Never,
+    /// Yes, unless the metadata says no.
+    #[default]
+    On,
+    /// No, unless the metadata says yes.
+    Off,
+}
+
+/// Whether the remote user's uid is moved to the host user's: the
+/// reference's rule over the merged `updateRemoteUserUID` and the default.
+pub fn wants_uid_update(setting: Option<bool>, default: UidDefault) -> bool {
+    match default {
+        UidDefault::Never => false,
+        UidDefault::On => setting.unwrap_or(true),
+        UidDefault::Off => setting.unwrap_or(false),
+    }
+}
+
+/// Which of the due hooks an `up` runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    All,
+    /// Those up to the one `waitFor` names, updateContentCommand unless it
+    /// names another (`--skip-non-blocking-commands`).
+    UntilWaitFor,
+    /// Those up to this one (postCreateCommand for the reference's
+    /// `--stop-for-personalization`).
+    Until(Hook),
+    /// onCreate and updateContent, updateContent again if it ran before
+    /// (`--prebuild`: a prebuilt room brought up to date).
+    Prebuild,
+    /// None (`--skip-post-create`); `updateRemoteUserUID` still applies.
+    None,
+}
+
+impl Scope {
+    /// The last hook to run (`None`: every one), by the merged `waitFor`.
+    pub fn until(self, wait_for: Option<Hook>) -> Option<Hook> {
+        match self {
+            Scope::All => None,
+            Scope::UntilWaitFor => Some(wait_for.unwrap_or(Hook::UpdateContent)),
+            Scope::Until(hook) => Some(hook),
+            Scope::Prebuild => Some(Hook::UpdateContent),
+            Scope::None => Some(Hook::Initialize),
+        }
+    }
+}
+
+/// Whether `hook` runs when hooks stop after `until`.
+fn runs(hook: Hook, until: Option<Hook>) -> bool {
+    let at = |h: Hook| Hook::ALL.iter().position(|x| *x == h);
+    until.is_none_or(|u| at(hook) <= at(u))
 }
 
 impl<'a> HookContext<'a> {
@@ -155,23 +299,43 @@ impl<'a> HookContext<'a> {
             created_at: String::new(),
             started_at: String::new(),
             say,
+            plan_env: None,
+            uid_default: UidDefault::default(),
+            dotfiles: None,
         }
     }
 }
 
-pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool) -> anyhow::Result<()> {
+/// Runs the hooks that are due, as far as `scope` says; `true` when that
+/// was all of them (so the start needs nothing more).
+pub async fn run_due(link: &RoomLink, ctx: &HookContext<'_>, post_attach: bool, scope: Scope) -> anyhow::Result<bool> {
     let status = link.status().await?;
-    let markers = link.markers().await?;
-    if link.link().peer().runs_hook_jobs() {
-        by_daemon(link, ctx, &markers, &status.boot_id).await?;
-    } else {
-        by_host(link, ctx, &markers, &status.boot_id).await?;
+    let mut markers = link.markers().await?;
+    let until = scope.until(ctx.metadata.wait_for);
+    if scope == Scope::Prebuild {
+        // Its record forgotten (ours and the reference's), so it runs again.
+        let key = Hook::UpdateContent.property();
+        if let Some(done) = markers.remove(key) {
+            link.set_marker(key, None, Some(done)).await?;
+            reference::forget(link, &ctx.user, Hook::UpdateContent).await;
+        }
     }
-    if post_attach {
+    // After postCreate, unless hooks stop with it because `waitFor` names
+    // it; stopping for personalization stops after them (the reference's order).
+    let dotfiles = runs(Hook::PostCreate, until)
+        && (scope != Scope::UntilWaitFor || runs(Hook::PostStart, until))
+        && !is_done(&markers, DOTFILES_MARKER);
+    let dotfiles = ctx.dotfiles.as_ref().filter(|_| dotfiles);
+    if link.link().peer().runs_hook_jobs() {
+        by_daemon(link, ctx, &markers, &status.boot_id, until, dotfiles).await?;
+    } else {
+        by_host(link, ctx, &markers, &status.boot_id, until, dotfiles).await?;
+    }
+    if post_attach && runs(Hook::PostAttach, until) {
         run_hook(link, ctx, Hook::PostAttach).await?;
     }
     kill_point("ended", "hooks");
-    Ok(())
+    Ok(until.is_none())
 }
 
 /// The markers as `up` read them.
@@ -183,7 +347,14 @@ fn is_done(markers: &Markers, key: &str) -> bool {
 
 /// The once-only hooks and postStart as the daemon's jobs, and the start
 /// plan handed over once the create hooks are done.
-async fn by_daemon(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot_id: &str) -> anyhow::Result<()> {
+async fn by_daemon(
+    link: &RoomLink,
+    ctx: &HookContext<'_>,
+    markers: &Markers,
+    boot_id: &str,
+    until: Option<Hook>,
+    dotfiles: Option<&Dotfiles>,
+) -> anyhow::Result<()> {
     let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
     // What a start waits for before the daemon runs postStart itself.
     let mut after = Vec::new();
@@ -193,12 +364,24 @@ async fn by_daemon(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, bo
         }
         after.push(UID_MARKER.to_string());
         for hook in CREATE_HOOKS.into_iter().filter(|h| has(*h)) {
+            // The rest stays due, for a later `up`: nor is the start plan
+            // handed over, whose postStart waits for them.
+            if !runs(hook, until) {
+                return Ok(());
+            }
             after.push(hook.property().to_string());
             if !is_done(markers, hook.property()) {
                 let run = hook_run(ctx, hook, hook.property(), DONE, &ctx.created_at);
                 daemon_job(link, run, OnAbandoned::Interrupted, ctx.say).await?;
             }
         }
+    }
+    if let Some(dotfiles) = dotfiles {
+        once(link, DOTFILES_MARKER, None, DONE, OnAbandoned::RunAgain, || install_dotfiles(link, ctx, dotfiles))
+            .await?;
+    }
+    if !runs(Hook::PostStart, until) {
+        return Ok(());
     }
     let plan = start_plan(ctx, after);
     if markers.get(PLAN_MARKER) != Some(&plan.digest) {
@@ -246,7 +429,11 @@ fn hook_commands(ctx: &HookContext<'_>, hook: Hook) -> HookCommands {
 /// run it, after the create hooks `after` names. Its digest covers all of
 /// it, so a changed command, user or env is handed over again.
 fn start_plan(ctx: &HookContext<'_>, after: Vec<String>) -> StartPlan {
-    let mut plan = StartPlan { run: hook_commands(ctx, Hook::PostStart), after, digest: String::new() };
+    let mut run = hook_commands(ctx, Hook::PostStart);
+    if let Some(env) = &ctx.plan_env {
+        run.env = env.clone();
+    }
+    let mut plan = StartPlan { run, after, digest: String::new() };
     let bytes = serde_json::to_vec(&plan).unwrap_or_default();
     plan.digest = super::daemon::digest(&bytes);
     plan
@@ -319,7 +506,14 @@ async fn follow(stream: &StreamHandle, hook: &str, say: &Notices) -> anyhow::Res
 
 /// The old way, for a daemon without hook jobs: `up` claims each marker and
 /// runs the commands itself.
-async fn by_host(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot_id: &str) -> anyhow::Result<()> {
+async fn by_host(
+    link: &RoomLink,
+    ctx: &HookContext<'_>,
+    markers: &Markers,
+    boot_id: &str,
+    until: Option<Hook>,
+    dotfiles: Option<&Dotfiles>,
+) -> anyhow::Result<()> {
     let has = |hook: Hook| !ctx.metadata.hook(hook).is_empty();
     let done = |key: &str| is_done(markers, key);
     let legacy_done = done(LEGACY_CREATE_MARKER);
@@ -335,6 +529,9 @@ async fn by_host(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot
             once(link, UID_MARKER, None, DONE, OnAbandoned::RunAgain, || update_remote_user_uid(link, ctx)).await?;
         }
         for hook in CREATE_HOOKS {
+            if !runs(hook, until) {
+                return Ok(());
+            }
             if !has(hook) || done(hook.property()) {
                 continue;
             }
@@ -350,7 +547,11 @@ async fn by_host(link: &RoomLink, ctx: &HookContext<'_>, markers: &Markers, boot
             say_interrupted(ctx.say, outcome, hook.property());
         }
     }
-    if start_due {
+    if let Some(dotfiles) = dotfiles {
+        once(link, DOTFILES_MARKER, None, DONE, OnAbandoned::RunAgain, || install_dotfiles(link, ctx, dotfiles))
+            .await?;
+    }
+    if start_due && runs(Hook::PostStart, until) {
         let ran_by_reference = reference::ran(&theirs, Hook::PostStart, &ctx.started_at);
         // postStart runs at every start, so it is made to be repeated; and an
         // abandoned claim may be of an earlier start, which says nothing
@@ -406,7 +607,7 @@ fn say_interrupted(say: &Notices, outcome: Once, hook: &str) {
 /// mount have one owner on both sides. Skipped, as the reference does, for
 /// root and numeric users, and when the host user is root.
 async fn update_remote_user_uid(link: &RoomLink, ctx: &HookContext<'_>) -> anyhow::Result<()> {
-    let wanted = ctx.metadata.update_remote_user_uid.unwrap_or(true);
+    let wanted = wants_uid_update(ctx.metadata.update_remote_user_uid, ctx.uid_default);
     let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let numeric = ctx.user.chars().all(|c| c.is_ascii_digit());
     if !wanted || !cfg!(target_os = "linux") || ctx.user == "root" || uid == 0 {
@@ -618,5 +819,44 @@ mod tests {
         assert!(is_abandoned(&dead));
         assert!(!is_abandoned(&format!("running:another-machine:{}:1", 1u32 << 23)));
         assert!(!is_abandoned("running:garbage"));
+    }
+
+    #[test]
+    fn a_dotfiles_repository_of_owner_and_name_is_githubs_and_a_url_or_a_path_is_as_written() {
+        let d = |r: &str| Dotfiles { repository: r.into(), install_command: None, target: "~/dotfiles".into() }.url();
+        assert_eq!(d("me/dots"), "https://github.com/me/dots.git");
+        assert_eq!(d("https://example.com/me/dots.git"), "https://example.com/me/dots.git");
+        assert_eq!(d("git@example.com:me/dots.git"), "git@example.com:me/dots.git");
+        assert_eq!(d("/workspaces/app/dots"), "/workspaces/app/dots");
+        assert_eq!(d("./dots"), "./dots");
+    }
+
+    #[test]
+    fn the_uid_default_decides_only_what_the_metadata_leaves_open_and_never_overrides_it() {
+        for (setting, default, wanted) in [
+            (None, UidDefault::On, true),
+            (Some(false), UidDefault::On, false),
+            (None, UidDefault::Off, false),
+            (Some(true), UidDefault::Off, true),
+            (Some(true), UidDefault::Never, false),
+            (None, UidDefault::Never, false),
+        ] {
+            assert_eq!(wants_uid_update(setting, default), wanted, "{setting:?} {default:?}");
+        }
+    }
+
+    #[test]
+    fn skipping_non_blocking_commands_stops_after_wait_for_and_skipping_post_create_runs_none() {
+        let ran = |scope: Scope, wait_for| -> Vec<Hook> {
+            let until = scope.until(wait_for);
+            Hook::ALL[1..].iter().copied().filter(|h| runs(*h, until)).collect()
+        };
+        use Hook::*;
+        assert_eq!(ran(Scope::All, None), [OnCreate, UpdateContent, PostCreate, PostStart, PostAttach]);
+        assert_eq!(ran(Scope::UntilWaitFor, None), [OnCreate, UpdateContent]);
+        assert_eq!(ran(Scope::UntilWaitFor, Some(PostStart)), [OnCreate, UpdateContent, PostCreate, PostStart]);
+        assert_eq!(ran(Scope::UntilWaitFor, Some(Initialize)), Vec::<Hook>::new());
+        assert_eq!(ran(Scope::None, Some(PostAttach)), Vec::<Hook>::new());
+        assert_eq!(ran(Scope::Prebuild, Some(PostStart)), [OnCreate, UpdateContent]);
     }
 }

@@ -24,6 +24,27 @@ pub enum ImageError {
     Engine(#[from] EngineError),
 }
 
+/// How images are made, beyond what devcontainer.json says: `up` makes
+/// them the engine's default way; `devcontainer build` (and `up
+/// --build-no-cache`) may ask otherwise. Every image of the room, the
+/// Dockerfile's and the features', is made this way.
+#[derive(Debug, Clone, Default)]
+pub struct BuildHow {
+    /// Every step run again (`--no-cache`, `--build-no-cache`).
+    pub no_cache: bool,
+    /// `--platform os/arch[/variant]`: the image is for it, pulled or built.
+    pub platform: Option<crate::plan::platform::Platform>,
+    /// `--cache-from`: images whose layers a build may reuse, after the
+    /// config's `build.cacheFrom`.
+    pub cache_from: Vec<String>,
+}
+
+impl BuildHow {
+    fn platform_text(&self) -> Option<String> {
+        self.platform.as_ref().map(ToString::to_string)
+    }
+}
+
 /// Ensures the image exists; returns its reference and what the plan needs.
 /// `tag` names a Dockerfile build (`workroom-build/<room>`).
 pub async fn ensure(
@@ -32,27 +53,51 @@ pub async fn ensure(
     tag: &str,
     say: &Notices,
 ) -> Result<(String, ImageFacts), ImageError> {
+    ensure_with(engine, loaded, tag, &BuildHow::default(), say).await.map(|(name, found)| (name, facts(&found)))
+}
+
+/// [`ensure`], made as `how` says; the image as the engine describes it.
+pub async fn ensure_with(
+    engine: &Engine,
+    loaded: &Loaded,
+    tag: &str,
+    how: &BuildHow,
+    say: &crate::notices::Notices,
+) -> Result<(String, ImageInspect), ImageError> {
     match &loaded.model.source {
         Source::Image(image) => {
             let found = engine.inspect_image(image).await.map_err(|e| bad_reference(loaded, image, e))?;
+            let config = loaded.config_path.display().to_string();
+            let mut other = None;
             if let Some(found) = found {
-                return Ok((image.clone(), facts(&found)));
+                match (&how.platform, platform_of(&found)) {
+                    (Some(asked), present) if !present.satisfies(asked) => other = Some(present),
+                    _ => return Ok((image.clone(), found)),
+                }
             }
-            pull(engine, image, &loaded.config_path.display().to_string(), say).await?;
+            let asked = how.platform_text();
+            pull(engine, image, asked.as_deref(), &config, say).await.map_err(|e| match (e, &other) {
+                (ImageError::Missing { image, reason, config }, Some(present)) => ImageError::Missing {
+                    image,
+                    reason: format!("it is {present} here, and {} {reason}", asked.as_deref().unwrap_or_default()),
+                    config,
+                },
+                (e, _) => e,
+            })?;
             let found = engine.inspect_image(image).await?.ok_or_else(|| ImageError::Missing {
                 image: image.clone(),
                 reason: "the pull finished but the image is not there".into(),
-                config: loaded.config_path.display().to_string(),
+                config,
             })?;
-            Ok((image.clone(), facts(&found)))
+            Ok((image.clone(), found))
         }
         Source::Dockerfile(build) => {
-            build_image(engine, build, tag, say).await?;
+            build_image(engine, build, tag, how, say).await?;
             let found = engine.inspect_image(tag).await?.ok_or_else(|| ImageError::Build {
                 dockerfile: build.dockerfile.display().to_string(),
                 reason: "the build finished but left no image".into(),
             })?;
-            Ok((tag.to_string(), facts(&found)))
+            Ok((tag.to_string(), found))
         }
         // Compose makes the service's image (`room/compose.rs`).
         Source::Compose(_) => Err(ImageError::Compose { config: loaded.config_path.display().to_string() }),
@@ -75,6 +120,15 @@ fn bad_reference(loaded: &Loaded, image: &str, e: EngineError) -> ImageError {
     }
 }
 
+/// The platform an image is for, as the engine describes it.
+pub fn platform_of(image: &ImageInspect) -> crate::plan::platform::Platform {
+    crate::plan::platform::Platform::new(
+        image.os.as_deref().unwrap_or_default(),
+        image.architecture.as_deref().unwrap_or_default(),
+        image.variant.as_deref().unwrap_or_default(),
+    )
+}
+
 pub fn facts(image: &ImageInspect) -> ImageFacts {
     let config = image.config.as_ref();
     ImageFacts {
@@ -86,12 +140,18 @@ pub fn facts(image: &ImageInspect) -> ImageFacts {
     }
 }
 
-async fn pull(engine: &Engine, image: &str, config: &str, say: &Notices) -> Result<(), ImageError> {
+async fn pull(
+    engine: &Engine,
+    image: &str,
+    platform: Option<&str>,
+    config: &str,
+    say: &Notices,
+) -> Result<(), ImageError> {
     let started = std::time::Instant::now();
     let mut layers = Layers::new(say);
     say.say(format!("pulling {image}"));
     engine
-        .pull_image(image, &mut |p: crate::engine::PullProgress<'_>| {
+        .pull_image(image, platform, &mut |p: crate::engine::PullProgress<'_>| {
             layers.update(p.layer, p.status, p.current, p.total)
         })
         .await
@@ -152,7 +212,13 @@ impl<'a> Layers<'a> {
     }
 }
 
-async fn build_image(engine: &Engine, build: &Build, tag: &str, say: &Notices) -> Result<(), ImageError> {
+async fn build_image(
+    engine: &Engine,
+    build: &Build,
+    tag: &str,
+    how: &BuildHow,
+    say: &crate::notices::Notices,
+) -> Result<(), ImageError> {
     let fail = |reason: String| ImageError::Build { dockerfile: build.dockerfile.display().to_string(), reason };
     let (context, dockerfile) = context_tar(build).map_err(|e| fail(format!("packing the build context: {e}")))?;
     let request = BuildRequest {
@@ -161,8 +227,10 @@ async fn build_image(engine: &Engine, build: &Build, tag: &str, say: &Notices) -
         tag: tag.to_string(),
         args: build.args.clone(),
         target: build.target.clone(),
-        cache_from: build.cache_from.clone(),
+        cache_from: build.cache_from.iter().chain(&how.cache_from).cloned().collect(),
         labels: HashMap::from([("workroom.build".to_string(), "1".to_string())]),
+        no_cache: how.no_cache,
+        platform: how.platform_text(),
     };
     say.say(format!("building {} (context {})", build.dockerfile.display(), build.context.display()));
     let mut made = BuildSteps::default();

@@ -58,6 +58,21 @@ pub struct UpOptions {
     /// The resource caps the settings ask (`plan::caps` meets them with
     /// `runArgs`' own).
     pub caps: crate::plan::caps::Asked,
+    /// How its images are made when it is made (`--build-no-cache`).
+    pub build: image::BuildHow,
+    /// `--remote-env`: for this `up`'s hooks only, over the user's probed
+    /// environment and under `remoteEnv`, as the reference orders them.
+    pub remote_env: std::collections::BTreeMap<String, String>,
+    /// Which of the due hooks run (`--skip-post-create`,
+    /// `--skip-non-blocking-commands`).
+    pub hooks: super::hooks::Scope,
+    /// `userEnvProbe` when no metadata sets it (`--default-user-env-probe`).
+    pub user_env_probe: Option<crate::config::UserEnvProbe>,
+    /// `updateRemoteUserUID` when no metadata sets it
+    /// (`--update-remote-user-uid-default`).
+    pub uid_default: super::hooks::UidDefault,
+    /// Dotfiles to install after postCreateCommand (`--dotfiles-repository`).
+    pub dotfiles: Option<super::hooks::Dotfiles>,
 }
 
 /// Who is making which room, and how: what every making step reads.
@@ -81,13 +96,19 @@ pub(super) enum Created {
     Theirs(ContainerInspectResponse),
 }
 
+/// The name a room's Dockerfile image gets: `workroom-build/<room>`
+/// (`.` is valid in a container name but not in an image repository).
+pub fn build_tag(room: &str) -> String {
+    format!("workroom-build/{}", room.trim_start_matches(identity::NAME_PREFIX).replace('.', "-"))
+}
+
 /// Gets the image, creates the container, uploads the daemon and starts it.
 /// On any failure after the create, the container and the volumes the engine
 /// made for it are removed again.
 pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Created> {
     let Making { engine, loaded, name, options, say, .. } = *making;
     // `.` is valid in a container name but not in an image repository.
-    let build_tag = format!("workroom-build/{}", name.trim_start_matches(identity::NAME_PREFIX).replace('.', "-"));
+    let build_tag = build_tag(name);
     // A dry plan first: what the config cannot make (an unsupported runArg, a
     // bad mount) is refused before a build or pull leaves an image behind.
     // The plan is pure; the image facts only shape the program and the user.
@@ -100,8 +121,9 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     // Before anything of the room's is made: whether the engine sees the
     // workspace folder, or the workspace goes into a volume.
     let workspace = super::workspace_volume::decide(engine, loaded, name, options.workspace).await?;
-    let (image, facts) = image::ensure(engine, loaded, &build_tag, say).await?;
-    let (image, facts) = super::features::image_for(engine, loaded, (image, facts), options.lock, say).await?;
+    let (image, found) = image::ensure_with(engine, loaded, &build_tag, &options.build, say).await?;
+    let base = (image, image::facts(&found));
+    let (image, facts) = super::features::image_for(engine, loaded, base, options.lock, &options.build, say).await?;
     // Before anything is made for the room: a platform we carry no daemon
     // for is refused here, and an image built for it is ours to remove.
     let daemon = match daemon::for_image(engine, &image).await {

@@ -2,6 +2,7 @@
 //! hooks), and finding, listing and stopping rooms.
 
 pub mod agents;
+pub mod build;
 pub mod compose;
 pub mod creating;
 pub mod daemon;

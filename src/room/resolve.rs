@@ -93,7 +93,13 @@ impl Resolved {
     /// Reads the workspace's devcontainer.json (`config` overrides where it
     /// is looked for) and the settings, with `flags` over both.
     pub fn load(folder: &Path, config: Option<PathBuf>, flags: Flags) -> anyhow::Result<Resolved> {
-        let loaded = config::load(&LoadRequest::new(folder, config))?;
+        Resolved::load_request(&LoadRequest::new(folder, config), flags)
+    }
+
+    /// [`Resolved::load`] as `request` says (the devcontainer face's
+    /// `--override-config`, `--mount-workspace-git-root`).
+    pub fn load_request(request: &LoadRequest, flags: Flags) -> anyhow::Result<Resolved> {
+        let loaded = config::load(request)?;
         Ok(Resolved::of(loaded, flags)?)
     }
 
@@ -157,6 +163,7 @@ pub fn up_options(settings: &Settings, flags: UpFlags) -> UpOptions {
         egress: settings.egress,
         egress_allow: settings.egress_allow.clone(),
         caps: settings.caps,
+        ..Default::default()
     }
 }
 
@@ -219,6 +226,15 @@ pub async fn running(
     folder: &Path,
     config: Option<PathBuf>,
 ) -> anyhow::Result<(Room, Resolved)> {
+    running_from(engine, name, &LoadRequest::new(folder, config)).await
+}
+
+/// [`running`], the workspace's configuration read as `request` says.
+pub async fn running_from(
+    engine: &Engine,
+    name: Option<&str>,
+    request: &LoadRequest,
+) -> anyhow::Result<(Room, Resolved)> {
     match name {
         Some(name) => {
             let room = running_named(engine, name).await?;
@@ -226,7 +242,7 @@ pub async fn running(
             Ok((room, resolved))
         }
         None => {
-            let resolved = Resolved::load(folder, config, Flags::default())?;
+            let resolved = Resolved::load_request(request, Flags::default())?;
             Ok((resolved.running(engine).await?, resolved))
         }
     }

@@ -123,8 +123,8 @@ pub async fn up(engine: &Engine, loaded: &Loaded, options: &UpOptions, say: &Not
     // Before the hooks, so they can use the forwarded credentials.
     let check = full_check.unwrap_or_else(|| Check::full(loaded, options.forward));
     keep_forwarder(loaded, &room, options, &started_at, check, say).await;
-    let probed = run_hooks(engine, loaded, options, &room, &link, &metadata, say).await?;
-    report(engine, &room, &link, probed.as_ref(), say).await?;
+    let (probed, complete) = run_hooks(engine, loaded, options, &room, &link, &metadata, say).await?;
+    report(engine, &room, &link, probed.as_ref(), complete, say).await?;
     Ok(room.result(loaded, say))
 }
 
@@ -237,6 +237,7 @@ async fn fast_path(engine: &Engine, loaded: &Loaded, options: &UpOptions, room: 
     // The image's own postAttach counts too; the room's label says so
     // without a round trip (it holds the image's entries).
     let attach_due = options.post_attach
+        && options.hooks == hooks::Scope::All
         && (loaded.model.lifecycle.get(Hook::PostAttach).is_some()
             || room.recorded.as_ref().is_some_and(|m| !m.merged.hook(Hook::PostAttach).is_empty()));
     let started_at = room.started_at();
@@ -304,7 +305,8 @@ async fn link(
 }
 
 /// Step 5: the user's environment probed, and the hooks due run with it;
-/// the probed environment, for the ready record.
+/// the probed environment, for the ready record, and whether every due
+/// hook ran (the options may stop them early).
 async fn run_hooks(
     engine: &Engine,
     loaded: &Loaded,
@@ -313,15 +315,21 @@ async fn run_hooks(
     link: &RoomLink,
     metadata: &RoomMetadata,
     say: &Notices,
-) -> anyhow::Result<Option<BTreeMap<String, String>>> {
+) -> anyhow::Result<(Option<BTreeMap<String, String>>, bool)> {
     let container_env = super::container_env(&room.container);
     let mut ctx = hooks::HookContext::new(loaded, &metadata.merged, &room.remote_user, &container_env, say);
     ctx.created_at = room.container.created.clone().unwrap_or_default();
     ctx.started_at = room.started_at();
+    ctx.uid_default = options.uid_default;
+    ctx.dotfiles = options.dotfiles.clone();
     ctx.env.extend(crate::forward::room_env(&room.name));
     // userEnvProbe (default loginInteractiveShell, as the reference): the
     // user's shell environment, under remoteEnv, for the hooks and for exec.
-    let mode = metadata.merged.user_env_probe.unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
+    let mode = metadata
+        .merged
+        .user_env_probe
+        .or(options.user_env_probe)
+        .unwrap_or(crate::config::UserEnvProbe::LoginInteractiveShell);
     let probed = match super::probe::probe(link, &room.remote_user, mode, &ctx.cwd, say).await {
         Ok(probed) => probed,
         // Hooks run without the probed environment only when the profile
@@ -342,11 +350,14 @@ async fn run_hooks(
         },
     }
     .map(|env| super::probe::with_container_path(env, container_env.get("PATH"), &room.remote_user));
-    if let Some(probed) = &probed {
-        ctx.env = probed.clone().into_iter().chain(std::mem::take(&mut ctx.env)).collect();
+    let remote = std::mem::take(&mut ctx.env);
+    let under = probed.clone().unwrap_or_default();
+    if !options.remote_env.is_empty() {
+        ctx.plan_env = Some(under.clone().into_iter().chain(remote.clone()).collect());
     }
-    hooks::run_due(link, &ctx, options.post_attach).await?;
-    Ok(probed)
+    ctx.env = under.into_iter().chain(options.remote_env.clone()).chain(remote).collect();
+    let complete = hooks::run_due(link, &ctx, options.post_attach, options.hooks).await?;
+    Ok((probed, complete))
 }
 
 /// Step 6: what a room made now learnt of its users and peers, the start
@@ -356,6 +367,7 @@ async fn report(
     room: &Room,
     link: &RoomLink,
     probed: Option<&BTreeMap<String, String>>,
+    complete: bool,
     say: &Notices,
 ) -> anyhow::Result<()> {
     let (name, id) = (&room.name, &room.id);
@@ -381,9 +393,12 @@ async fn report(
         }
     }
     // Remember that this start needs nothing more (the start time is read
-    // after the start, so a room we just started records its own).
-    if let Some(started) = engine.inspect_container(id).await?.and_then(|c| c.state?.started_at) {
-        ready::mark_done(id, &started, probed);
+    // after the start, so a room we just started records its own); unless
+    // hooks were left for a later `up`, which must not take the fast path.
+    if complete {
+        if let Some(started) = engine.inspect_container(id).await?.and_then(|c| c.state?.started_at) {
+            ready::mark_done(id, &started, probed);
+        }
     }
     if let Some(line) = link.status().await.ok().as_ref().and_then(super::program::describe) {
         say.say(format!("{name}: the image's program {line}"));

@@ -5,6 +5,7 @@
 
 pub mod claude;
 pub mod engine_proxy;
+pub mod face;
 pub mod ssh_agent;
 
 use std::path::{Path, PathBuf};

@@ -49,6 +49,17 @@ impl Log {
         self.line(LEVEL_ERROR, text);
     }
 
+    /// Where a room operation's events go through the face: with JSON logs
+    /// a notice keeps its level; the rest (progress, what hooks and builds
+    /// write) is plain lines on stderr, which the face's relay wraps.
+    pub fn notices(self) -> crate::notices::Notices {
+        let stderr = crate::cli::progress::Stderr::new();
+        crate::notices::Notices::new(move |e| match (self.0, e) {
+            (Format::Json, crate::notices::Event::Notice(n)) => self.notice(n),
+            (_, e) => stderr.show(e),
+        })
+    }
+
     /// A room operation's notice, as it comes.
     pub fn notice(&self, n: &Notice) {
         let level = match n.level {

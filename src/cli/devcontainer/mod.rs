@@ -4,21 +4,34 @@
 //! to it) or as `workroom devcontainer ARGS…`.
 //!
 //! Each command calls the room operation the workroom command calls
-//! (`room::up::up`, `exec_cmd`, `config_cmd::read`) and keeps the
-//! reference's contract: the result is one JSON line on stdout, logs go to
-//! stderr as text or, with `--log-format json`, as the reference's JSON
-//! lines. What the face cannot do yet is refused or said to be ignored, in
-//! one line (docs/guide.md has the table).
+//! (`room::up::up`, `room::build::build`, `exec_cmd`, `config_cmd::read`)
+//! and keeps the reference's contract: the result is one JSON line on
+//! stdout (`{"outcome":"error","message":…,"description":…}` and exit
+//! status 1 when it failed), logs go to stderr as text or, with
+//! `--log-format json`, as the reference's JSON lines. What the face cannot
+//! do is refused or said to be ignored, in one line; `args.rs`' tables say
+//! which, and docs/guide.md's table is held to them by a test.
+//!
+//! # Layout
+//!
+//! - `args`: the command lines, read against each command's flag table;
+//! - `log`: stderr, as text or JSON lines;
+//! - `up`: `up`, `run-user-commands` and `set-up` (a room made or found,
+//!   its hooks run);
+//! - `build`: `build`;
+//! - `exec`: `exec` and `read-configuration`;
+//! - `features`: `outdated`, `upgrade`, `features info` and `features
+//!   resolve-dependencies`.
 
 mod args;
+mod build;
+mod exec;
+mod features;
 mod log;
+mod up;
 
-use super::{RoomArgs, WorkspaceArgs};
-use crate::engine::Engine;
-use crate::notices::{Event, Notices};
-use crate::room::resolve::{Resolved, UpFlags};
-use crate::room::up;
-use anyhow::{bail, Context as _};
+use crate::config::{LoadRequest, Loaded};
+use crate::room::resolve::Resolved;
 use args::Parsed;
 use log::{Format, Log};
 use serde_json::{json, Value};
@@ -71,48 +84,80 @@ pub fn main(words: Vec<String>, linked: bool) -> i32 {
 }
 
 /// What each reference command is to workroom.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Command {
     Up,
+    Build,
     Exec,
     ReadConfiguration,
-    /// A reference command workroom's face has not taken on yet.
-    NotYet(&'static str),
+    RunUserCommands,
+    SetUp,
+    Outdated,
+    Upgrade,
+    FeaturesInfo,
+    FeaturesResolveDependencies,
     /// An authoring command: for Feature and Template authors, which
     /// workroom leaves to the reference CLI.
     Authoring(String),
 }
 
-/// A command word the face cannot take.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum CommandError {
-    #[error("devcontainer: no command given (up, exec, read-configuration; docs/guide.md lists them)")]
-    None,
-    #[error("devcontainer: unknown command {word:?} (docs/guide.md lists the commands)")]
-    Unknown { word: String },
+impl Command {
+    /// Its name, its flags, and whether the first word that is not a flag
+    /// starts words that are the command's own (`exec CMD ARGS…`).
+    fn table(&self) -> (&'static str, &'static [args::Flag]) {
+        match self {
+            Command::Up => ("up", args::UP),
+            Command::Build => ("build", args::BUILD),
+            Command::Exec => ("exec", args::EXEC),
+            Command::ReadConfiguration => ("read-configuration", args::READ_CONFIGURATION),
+            Command::RunUserCommands => ("run-user-commands", args::RUN_USER_COMMANDS),
+            Command::SetUp => ("set-up", args::SET_UP),
+            Command::Outdated => ("outdated", args::OUTDATED),
+            Command::Upgrade => ("upgrade", args::UPGRADE),
+            Command::FeaturesInfo => ("features info", args::FEATURES_INFO),
+            Command::FeaturesResolveDependencies => {
+                ("features resolve-dependencies", args::FEATURES_RESOLVE_DEPENDENCIES)
+            }
+            Command::Authoring(_) => ("", &[]),
+        }
+    }
+
+    /// How many words it takes that are not flags (`None`: any number).
+    fn positional(&self) -> Option<usize> {
+        match self {
+            Command::Exec => None,
+            // `build [path]`: the reference takes and ignores it.
+            Command::Build => Some(1),
+            Command::FeaturesInfo => Some(2),
+            _ => Some(0),
+        }
+    }
 }
 
-fn command_of(words: &[String]) -> Result<(Command, usize), CommandError> {
+fn command_of(words: &[String]) -> Result<(Command, usize), String> {
     let first = words.iter().position(|w| !w.starts_with("--"));
-    let Some(at) = first else { return Err(CommandError::None) };
+    let Some(at) = first else {
+        return Err(
+            "devcontainer: no command given (up, build, exec, read-configuration, …; docs/guide.md lists them)".into(),
+        );
+    };
     let second = words.get(at + 1).map(String::as_str);
     Ok(match words[at].as_str() {
         "up" => (Command::Up, at + 1),
+        "build" => (Command::Build, at + 1),
         "exec" => (Command::Exec, at + 1),
         "read-configuration" => (Command::ReadConfiguration, at + 1),
-        "build" => (Command::NotYet("build"), at + 1),
-        "run-user-commands" => (Command::NotYet("run-user-commands"), at + 1),
-        "set-up" => (Command::NotYet("set-up"), at + 1),
-        "outdated" => (Command::NotYet("outdated"), at + 1),
-        "upgrade" => (Command::NotYet("upgrade"), at + 1),
-        "features" if matches!(second, Some("resolve-dependencies" | "info")) => (
-            Command::NotYet(if second == Some("info") { "features info" } else { "features resolve-dependencies" }),
-            at + 2,
-        ),
+        "run-user-commands" => (Command::RunUserCommands, at + 1),
+        "set-up" => (Command::SetUp, at + 1),
+        "outdated" => (Command::Outdated, at + 1),
+        "upgrade" => (Command::Upgrade, at + 1),
+        "features" if second == Some("info") => (Command::FeaturesInfo, at + 2),
+        "features" if second == Some("resolve-dependencies") => (Command::FeaturesResolveDependencies, at + 2),
         "features" | "templates" => {
             let sub = second.filter(|s| !s.starts_with("--")).map(|s| format!(" {s}")).unwrap_or_default();
             (Command::Authoring(format!("{}{sub}", words[at])), at + 2)
         }
-        other => return Err(CommandError::Unknown { word: other.to_string() }),
+        other => return Err(format!("devcontainer: unknown command {other:?} (docs/guide.md lists the commands)")),
     })
 }
 
@@ -129,7 +174,8 @@ fn dispatch(words: &[String], log: Log) -> i32 {
         [only] if only == "--help" => {
             let _ = crate::output::print(
                 "devcontainer <command> (workroom's devcontainer face)\n\n\
-                 up, exec and read-configuration take the reference CLI's command lines;\n\
+                 up, build, exec, read-configuration, run-user-commands, set-up, outdated, upgrade,\n\
+                 features info and features resolve-dependencies take the reference CLI's command lines;\n\
                  docs/guide.md, \"Using workroom where the devcontainer CLI is expected\", lists every flag.\n",
             );
             return 0;
@@ -138,265 +184,129 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     }
     let (command, rest) = match command_of(words) {
         Ok(found) => found,
-        Err(e) => {
-            log.error(&e.to_string());
+        Err(line) => {
+            log.error(&line);
             return EXIT_FAILED;
         }
     };
+    if let Command::Authoring(name) = &command {
+        log.error(&format!(
+            "devcontainer {name}: not provided: workroom runs rooms, and leaves authoring and publishing \
+             Features and Templates to the reference CLI"
+        ));
+        return EXIT_FAILED;
+    }
     // Flags before the command word are the reference's global ones.
     let rest: Vec<String> =
         words[..rest].iter().filter(|w| w.starts_with("--")).chain(&words[rest..]).cloned().collect();
-    let (name, table, stop_at_word) = match &command {
-        Command::Up => ("up", args::UP, false),
-        Command::Exec => ("exec", args::EXEC, true),
-        Command::ReadConfiguration => ("read-configuration", args::READ_CONFIGURATION, false),
-        Command::NotYet(name) => {
-            log.error(&format!(
-                "devcontainer {name}: not yet provided by workroom's devcontainer face; \
-                 `workroom up` builds and starts rooms (docs/guide.md)"
-            ));
-            return EXIT_FAILED;
-        }
-        Command::Authoring(name) => {
-            log.error(&format!(
-                "devcontainer {name}: not provided: workroom runs rooms, and leaves authoring and publishing \
-                 Features and Templates to the reference CLI"
-            ));
-            return EXIT_FAILED;
-        }
-    };
-    let parsed = match args::parse(name, table, &rest, stop_at_word) {
+    let (name, table) = command.table();
+    let parsed = match args::parse(name, table, &rest, command.positional().is_none()) {
         Ok(parsed) => parsed,
-        Err(e) => {
-            log.error(&e.to_string());
+        Err(line) => {
+            log.error(&line);
             return EXIT_FAILED;
         }
     };
+    if let Some(most) = command.positional() {
+        if let Some(extra) = parsed.positional.get(most) {
+            log.error(&format!("devcontainer {name}: unexpected word {extra:?} (docs/guide.md lists the flags)"));
+            return EXIT_FAILED;
+        }
+    }
     for (flag, why) in &parsed.ignored {
         log.info(&format!("devcontainer {name}: --{flag} is accepted and ignored: {why}"));
     }
-    if let Some(format) = parsed.one("log-format").filter(|f| !matches!(*f, "text" | "json")) {
-        log.error(&format!("devcontainer {name}: --log-format takes text or json, not {format:?}"));
-        return EXIT_FAILED;
+    for (flag, choices) in [("log-format", &["text", "json"][..]), ("output-format", &["text", "json"][..])] {
+        if let Some(given) = parsed.one(flag).filter(|f| !choices.contains(f)) {
+            log.error(&format!("devcontainer {name}: --{flag} takes {}, not {given:?}", choices.join(" or ")));
+            return EXIT_FAILED;
+        }
     }
     match command {
-        Command::Up => up_command(&parsed, log),
-        Command::Exec => exec_command(&parsed, log),
-        Command::ReadConfiguration => read_configuration(&parsed, log),
-        Command::NotYet(_) | Command::Authoring(_) => EXIT_FAILED,
+        Command::Up => up::up(&parsed, log),
+        Command::RunUserCommands => up::run_user_commands(&parsed, log),
+        Command::SetUp => up::set_up(&parsed, log),
+        Command::Build => build::build(&parsed, log),
+        Command::Exec => exec::exec(&parsed, log),
+        Command::ReadConfiguration => exec::read_configuration(&parsed, log),
+        Command::Outdated => features::outdated(&parsed, log),
+        Command::Upgrade => features::upgrade(&parsed, log),
+        Command::FeaturesInfo => features::info(&parsed, log),
+        Command::FeaturesResolveDependencies => features::resolve_dependencies(&parsed, log),
+        Command::Authoring(_) => EXIT_FAILED,
     }
 }
 
-fn workspace_args(p: &Parsed) -> WorkspaceArgs {
-    WorkspaceArgs {
-        workspace_folder: PathBuf::from(p.one("workspace-folder").unwrap_or(".")),
-        config: p.one("config").map(PathBuf::from),
+/// The configuration a command line names: its workspace folder (the
+/// current one by default), `--config`, `--override-config` and
+/// `--mount-workspace-git-root`, as the reference reads them.
+fn load_request(p: &Parsed) -> LoadRequest {
+    LoadRequest {
+        override_config: p.one("override-config").map(PathBuf::from),
+        mount_git_root: p.on_unless_false("mount-workspace-git-root"),
+        ..LoadRequest::new(p.one("workspace-folder").unwrap_or("."), p.one("config").map(PathBuf::from))
     }
+}
+
+/// `--additional-features`, after the file's own: one the file names
+/// already is the file's, as the reference merges them.
+fn add_features(loaded: &mut Loaded, extra: &[(String, Value)]) {
+    for (id, options) in extra {
+        if !loaded.model.features.iter().any(|(have, _)| have == id) {
+            loaded.model.features.push((id.clone(), options.clone()));
+        }
+    }
+}
+
+/// The configuration and its room's settings, with the command line's
+/// additional features.
+fn resolved(p: &Parsed) -> anyhow::Result<Resolved> {
+    let mut loaded = crate::config::load(&load_request(p))?;
+    if let Some(text) = p.one("additional-features") {
+        add_features(&mut loaded, &args::additional_features(text).map_err(anyhow::Error::msg)?);
+    }
+    Ok(Resolved::of(loaded, Default::default())?)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
 }
 
-/// `up`: the workspace's room, made or found, started, its due hooks run;
-/// the reference's result line on stdout, success or error.
-fn up_command(p: &Parsed, log: Log) -> i32 {
-    let result = runtime().and_then(|rt| rt.block_on(up_room(p, log)));
+/// The reference's report on its own registry client's credential
+/// lookups, in every result it prints; workroom pulls through the engine
+/// and its own fetches ask no such questions, so none would be blocked.
+fn oci_auth_diagnostics() -> Value {
+    json!({
+        "authLookupWouldBeBlocked": false,
+        "registryRedirectWouldPreventCredentialForwarding": false,
+        "authServerRedirect": false,
+    })
+}
+
+/// Prints a command's result line: its value, or the reference's error
+/// result for what failed; the exit status (1 for an error, as the
+/// reference's).
+fn finish(name: &str, log: Log, result: anyhow::Result<Value>) -> i32 {
     let line = match result {
         Ok(value) => value,
         Err(e) => {
-            let message: Vec<String> = e.chain().map(ToString::to_string).collect();
-            log.error(&message.join(": "));
-            json!({ "outcome": "error", "message": message.join(": "), "description": e.to_string() })
+            let (message, description) = match e.downcast_ref::<up::Described>() {
+                Some(d) => (d.message.clone(), d.description.clone()),
+                None => (e.chain().map(ToString::to_string).collect::<Vec<_>>().join(": "), e.to_string()),
+            };
+            log.error(&message);
+            json!({ "outcome": "error", "message": message, "description": description })
         }
     };
-    let failed = line["outcome"] != "success";
+    let failed = line["outcome"] == "error";
     if let Err(e) = crate::output::print_json_line(&line) {
-        log.error(&format!("devcontainer up: cannot print the result: {e}"));
+        log.error(&format!("devcontainer {name}: cannot print the result: {e}"));
         return EXIT_FAILED;
     }
     if failed {
         EXIT_FAILED
     } else {
         0
-    }
-}
-
-async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Value> {
-    let mut resolved = workspace_args(p).resolve(Default::default())?;
-    for w in resolved.warnings() {
-        log.warn(&w);
-    }
-    add_command_line(&mut resolved, p)?;
-    let engine = Engine::connect().await?;
-    if p.on("expect-existing-container") && resolved.find(&engine).await?.is_none() {
-        // The reference's words, which callers may match.
-        bail!("The expected container does not exist.");
-    }
-    use crate::features::LockMode;
-    let lock = match (p.on("frozen-lockfile"), p.on("no-lockfile")) {
-        (true, _) => LockMode::Frozen,
-        (_, true) => LockMode::Skip,
-        _ => LockMode::Write,
-    };
-    let flags = UpFlags {
-        recreate: p.on("remove-existing-container"),
-        post_attach: !p.on("skip-post-attach"),
-        name: None,
-        lock,
-    };
-    // With JSON logs, a notice keeps its level; the rest is plain lines on
-    // stderr, which the face's relay wraps (`log.rs`).
-    let stderr = super::progress::Stderr::new();
-    let notices = Notices::new(move |e| match (log.0, e) {
-        (Format::Json, Event::Notice(n)) => log.notice(n),
-        (_, e) => stderr.show(e),
-    });
-    let r = up::up(&engine, &resolved.loaded, &resolved.up_options(flags), &notices).await?;
-    // Key for key and in the reference's order (a compose room's project
-    // after the container), for callers that compare the text.
-    let mut out = serde_json::Map::new();
-    out.insert("outcome".into(), json!("success"));
-    out.insert("containerId".into(), json!(r.container_id));
-    if let crate::config::Source::Compose(_) = resolved.loaded.model.source {
-        out.insert("composeProjectName".into(), json!(compose_project(&engine, &r.container_id).await?));
-    }
-    out.insert("remoteUser".into(), json!(r.remote_user));
-    out.insert("remoteWorkspaceFolder".into(), json!(r.remote_workspace_folder));
-    // The reference's report on its own registry client's credential
-    // lookups; workroom pulls through the engine, so none happen.
-    out.insert(
-        "ociAuthDiagnostics".into(),
-        json!({
-            "authLookupWouldBeBlocked": false,
-            "registryRedirectWouldPreventCredentialForwarding": false,
-            "authServerRedirect": false,
-        }),
-    );
-    let out = Value::Object(out);
-    Ok(out)
-}
-
-/// The compose label the engine's compose gives every service container.
-const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
-
-async fn compose_project(engine: &Engine, id: &str) -> anyhow::Result<String> {
-    let c = engine.inspect_container(id).await?.with_context(|| format!("the room {id} is gone"))?;
-    c.config
-        .and_then(|c| c.labels)
-        .and_then(|mut l| l.remove(COMPOSE_PROJECT_LABEL))
-        .with_context(|| format!("the room {id} has no {COMPOSE_PROJECT_LABEL} label"))
-}
-
-/// `--mount` and `--id-label` as the reference applies them: both go on a
-/// room made now, through `runArgs` as a file would put them there, so the
-/// room's recorded configuration (its `devcontainer.metadata` label and the
-/// hash `up` compares) is the file's alone, as the reference records none
-/// of them. A room that exists keeps what it was made with, as the
-/// reference's does.
-fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), args::ArgsError> {
-    let run_args = &mut resolved.loaded.model.run_args;
-    for mount in p.all("mount") {
-        run_args.extend(["--mount".to_string(), args::mount_spec(mount)?]);
-    }
-    for label in p.all("id-label") {
-        let (name, value) = args::name_value("id-label", label)?;
-        run_args.extend(["--label".to_string(), format!("{name}={value}")]);
-    }
-    Ok(())
-}
-
-/// `exec CMD ARGS…`: the command's exit status passed through.
-fn exec_command(p: &Parsed, log: Log) -> i32 {
-    if p.positional.is_empty() {
-        log.error("devcontainer exec: no command given (devcontainer exec --workspace-folder DIR CMD ARGS…)");
-        return EXIT_FAILED;
-    }
-    let mut remote_env = Vec::new();
-    for pair in p.all("remote-env") {
-        match args::name_value("remote-env", pair) {
-            Ok(pair) => remote_env.push(pair),
-            Err(e) => {
-                log.error(&format!("devcontainer exec: {e}"));
-                return EXIT_FAILED;
-            }
-        }
-    }
-    let ran = runtime().and_then(|rt| {
-        rt.block_on(async {
-            let room = match (p.one("container-id"), p.all("id-label")) {
-                (Some(id), _) => Some(id.to_string()),
-                (None, []) => None,
-                (None, labels) => Some(labelled_room(labels).await?),
-            };
-            let room = RoomArgs { workspace: workspace_args(p), room };
-            super::exec_cmd::run(&room, false, p.positional.clone(), &remote_env).await
-        })
-    });
-    match ran {
-        Ok(code) => code,
-        Err(e) => {
-            log.error(&format!("devcontainer exec: {e:#}"));
-            EXIT_FAILED
-        }
-    }
-}
-
-/// The running container that carries every `--id-label` (as `up
-/// --id-label` put them on the room), by id.
-async fn labelled_room(labels: &[String]) -> anyhow::Result<String> {
-    for label in labels {
-        args::name_value("id-label", label)?;
-    }
-    let engine = Engine::connect().await?;
-    let found = engine.list(labels).await?;
-    let running: Vec<&str> = found
-        .iter()
-        .filter(|c| c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING))
-        .filter_map(|c| c.id.as_deref())
-        .collect();
-    match running[..] {
-        [id] => Ok(id.to_string()),
-        [] => bail!(
-            "no running container carries the labels {}; `devcontainer up --id-label` makes one",
-            labels.join(", ")
-        ),
-        _ => bail!(
-            "{} running containers carry the labels {}; --container-id names one",
-            running.len(),
-            labels.join(", ")
-        ),
-    }
-}
-
-/// `read-configuration`: the reference's JSON on one stdout line.
-fn read_configuration(p: &Parsed, log: Log) -> i32 {
-    let warn = move |w: &str| log.warn(w);
-    let read = super::config_cmd::read(&workspace_args(p), p.on("include-merged-configuration"), &warn);
-    match read {
-        Ok(read) => {
-            for w in read.loaded.warnings() {
-                log.warn(&w);
-            }
-            let mut out = read.json;
-            for key in ["configuration", "mergedConfiguration"] {
-                if let Some(path) = out.get(key).and_then(|c| c.get("configFilePath")).and_then(Value::as_str) {
-                    out[key]["configFilePath"] = file_uri(path);
-                }
-            }
-            match crate::output::print_json_line(&out) {
-                Ok(()) => 0,
-                Err(e) => {
-                    log.error(&format!("devcontainer read-configuration: cannot print the result: {e}"));
-                    EXIT_FAILED
-                }
-            }
-        }
-        Err(e) => {
-            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
-            log.error(&chain.join(": "));
-            EXIT_FAILED
-        }
     }
 }
 
@@ -424,15 +334,28 @@ mod tests {
     #[test]
     fn commands_are_found_after_global_flags_and_authoring_ones_are_named() {
         assert!(matches!(command_of(&words("--oci-auth-hardening up --workspace-folder /w")), Ok((Command::Up, 2))));
-        assert!(matches!(command_of(&words("features info ghcr.io/x")), Ok((Command::NotYet("features info"), 2))));
+        assert!(matches!(command_of(&words("features info tags ghcr.io/x")), Ok((Command::FeaturesInfo, 2))));
+        assert!(matches!(command_of(&words("build --image-name x")), Ok((Command::Build, 1))));
         match command_of(&words("templates apply --workspace-folder /w")) {
             Ok((Command::Authoring(name), 2)) => assert_eq!(name, "templates apply"),
             _ => panic!("templates apply is an authoring command"),
         }
+        match command_of(&words("features publish ./src")) {
+            Ok((Command::Authoring(name), 2)) => assert_eq!(name, "features publish"),
+            _ => panic!("features publish is an authoring command"),
+        }
         let e = command_of(&words("frobnicate")).err().unwrap();
-        assert_eq!(e, CommandError::Unknown { word: "frobnicate".into() });
-        assert!(e.to_string().contains("unknown command \"frobnicate\""), "{e}");
-        assert_eq!(command_of(&words("--log-format=json")).err(), Some(CommandError::None));
+        assert!(e.contains("unknown command \"frobnicate\""), "{e}");
+    }
+
+    #[test]
+    fn additional_features_follow_the_files_and_one_it_names_stays_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".devcontainer.json"), r#"{ "image": "x", "features": { "./a": { "o": 1 } } }"#)
+            .unwrap();
+        let mut loaded = crate::config::load(&LoadRequest::new(dir.path(), None)).unwrap();
+        add_features(&mut loaded, &[("./a".into(), json!({ "o": 2 })), ("./b".into(), json!({}))]);
+        assert_eq!(loaded.model.features, vec![("./a".to_string(), json!({ "o": 1 })), ("./b".into(), json!({}))]);
     }
 
     #[test]
