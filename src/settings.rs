@@ -49,8 +49,7 @@ use std::path::{Path, PathBuf};
 /// The project's settings file, in the workspace folder.
 pub const PROJECT_FILE: &str = ".workroom.toml";
 
-/// The peer group of a room whose settings name none.
-pub const DEFAULT_PEER_GROUP: &str = "default";
+pub use crate::plan::peers::DEFAULT_PEER_GROUP;
 /// The longest peer group name: it becomes part of the anchor's and the
 /// socket volume's names, which `docker ps` shows.
 pub const MAX_PEER_GROUP: usize = 32;

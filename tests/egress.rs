@@ -470,9 +470,21 @@ fn curl_and_pip_reach_an_allowed_server_through_the_proxy_and_are_refused_anothe
     let host = |port: u16| format!("http://host.docker.internal:{port}");
     let pip = |port: u16| {
         room.workroom(&[
-            "exec", "--", "python3", "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--trusted-host", "host.docker.internal", "--index-url", &format!("{}/simple/", host(port)),
-            "-d", "/tmp/dl", "wrprobe",
+            "exec",
+            "--",
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--trusted-host",
+            "host.docker.internal",
+            "--index-url",
+            &format!("{}/simple/", host(port)),
+            "-d",
+            "/tmp/dl",
+            "wrprobe",
         ])
     };
     let got = pip(allowed.port);

@@ -3,7 +3,7 @@
 //! every `up` of one workspace finds the same room without any registry, and
 //! concurrent `up`s race on one name (the engine lets one create win).
 
-use crate::settings::DEFAULT_PEER_GROUP;
+use super::peers::DEFAULT_PEER_GROUP;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 

@@ -25,13 +25,17 @@
 //! reaps the orphans of every room. See docs/adr/0005-peer-messaging.md.
 
 use super::labels::{self, Labels};
-use crate::settings::DEFAULT_PEER_GROUP;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType, RestartPolicy, RestartPolicyNameEnum,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use workroomd::users::PasswdEntry;
+
+/// The peer group of a room whose settings name none. Here, with the
+/// groups, so that plan needs nothing of the settings (which read the
+/// caps' types from plan).
+pub const DEFAULT_PEER_GROUP: &str = "default";
 
 /// Where agent CLIs put their inbox sockets (Claude Code's fixed path).
 pub const SOCKS_DIR: &str = "/tmp/cc-socks";
@@ -99,7 +103,8 @@ pub struct Names {
 
 /// `workroom-peer-anchor.<group>.<uid>[-<scope>]` and the same for the
 /// socket volume. Injective: a group holds no `.` (see
-/// [`crate::settings::check_peer_group`]) and a uid only digits, so the
+/// `settings::check_peer_group`; written without a link, as plan reads
+/// nothing of the settings) and a uid only digits, so the
 /// first `-` after the uid starts the scope.
 pub fn names(scope: Option<&str>, group: &str, uid: u32) -> Names {
     let suffix = scope.map(|s| format!("-{s}")).unwrap_or_default();
