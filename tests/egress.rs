@@ -94,7 +94,8 @@ fn bridge_gateway() -> String {
     if !named.is_empty() {
         return named;
     }
-    let bridge = docker_ok(&["network", "inspect", "bridge", "-f", "{{index .Options \"com.docker.network.bridge.name\"}}"]);
+    let bridge =
+        docker_ok(&["network", "inspect", "bridge", "-f", "{{index .Options \"com.docker.network.bridge.name\"}}"]);
     let out = Command::new("ip").args(["-4", "-o", "addr", "show", "dev", &bridge]).output().expect("run ip");
     let text = String::from_utf8_lossy(&out.stdout);
     let address = text.split_whitespace().nth(3).and_then(|a| a.split('/').next()).unwrap_or_default().to_string();

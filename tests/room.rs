@@ -962,3 +962,34 @@ fn four_recreates_at_once(ws: &Workspace) -> Vec<Output> {
     }
     outs
 }
+
+#[test]
+fn up_takes_the_reference_clis_remote_env_mount_id_label_and_skip_post_create_flags() {
+    let ws = Workspace::new(serde_json::json!({
+        "image": BUSYBOX,
+        "postCreateCommand": "echo \"created with ${FROM_FLAG:-nothing}\" > /mnt/flag/said",
+    }));
+    let shared = tempfile::tempdir().unwrap();
+    let mount = format!("type=bind,source={},target=/mnt/flag", shared.path().display());
+    let label = format!("workroom.flag.{}=yes", ws.unique());
+
+    // Skipped: the hook stays due.
+    let out = ws.workroom(&["up", "--skip-post-create", "--mount", &mount, "--id-label", &label]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!shared.path().join("said").exists(), "postCreateCommand ran under --skip-post-create");
+    let key = label.split('=').next().unwrap();
+    assert_eq!(
+        docker_ok(&["inspect", "-f", &format!("{{{{index .Config.Labels \"{key}\"}}}}"), &ws.room_name()]),
+        "yes"
+    );
+
+    // The next `up` runs it, with this run's environment.
+    let out = ws.workroom(&["up", "--remote-env", "FROM_FLAG=the-command-line"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(shared.path().join("said")).unwrap(), "created with the-command-line\n");
+
+    // Refused before anything is asked of the engine, naming the word.
+    let out = ws.workroom(&["up", "--remote-env", "=x"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("\"=x\" is not NAME=VALUE"), "{}", stderr(&out));
+}

@@ -146,6 +146,43 @@ impl CapsArgs {
     }
 }
 
+/// The reference CLI's `up` flags that make sense on this face too (the
+/// `devcontainer` face takes the same, with the reference's spelling).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UpExtraArgs {
+    /// NAME=VALUE for this `up`'s lifecycle hooks only, over remoteEnv's (repeatable; not kept).
+    #[arg(long = "remote-env", value_name = "NAME=VALUE", value_parser = env_pair)]
+    pub remote_env: Vec<(String, String)>,
+    /// A mount for a room made now, as `runArgs --mount` takes it (repeatable).
+    #[arg(long = "mount", value_name = "SPEC", value_parser = mount_spec)]
+    pub mounts: Vec<String>,
+    /// A label NAME=VALUE for a room made now (repeatable).
+    #[arg(long = "id-label", value_name = "NAME=VALUE", value_parser = env_pair)]
+    pub id_labels: Vec<(String, String)>,
+    /// Run no lifecycle hook this time (they stay due for the next `up`).
+    #[arg(long, conflicts_with = "skip_non_blocking_commands")]
+    pub skip_post_create: bool,
+    /// Run the hooks up to the one `waitFor` names, no further.
+    #[arg(long)]
+    pub skip_non_blocking_commands: bool,
+}
+
+/// A NAME=VALUE word with no name.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not NAME=VALUE")]
+pub struct NotNameValue(String);
+
+fn env_pair(text: &str) -> Result<(String, String), NotNameValue> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(NotNameValue(text.to_string())),
+    }
+}
+
+fn mount_spec(text: &str) -> Result<String, crate::plan::mounts::MountError> {
+    crate::plan::mounts::parse(text).map(|_| text.to_string())
+}
+
 /// `up --worktree NAME [--branch B] [--from REF]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorktreeArgs {
@@ -234,6 +271,8 @@ pub enum Cmd {
         worktree: WorktreeArgs,
         #[command(flatten)]
         caps: CapsArgs,
+        #[command(flatten)]
+        extra: UpExtraArgs,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -557,6 +596,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 egress_allow,
                 worktree,
                 caps,
+                extra,
             } => {
                 use crate::features::LockMode;
                 let lock = match (frozen_lockfile, no_lockfile) {
@@ -572,7 +612,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     caps: caps.file(),
                     ..peer.flags()
                 };
-                up_cmd::run(&workspace, worktree, flags, settings, json).await
+                up_cmd::run(&workspace, worktree, flags, settings, extra, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command, &[]).await,
             Cmd::Shell { room, pane, detach_keys, detach: false, .. } => {

@@ -3,7 +3,7 @@
 //! `--worktree NAME` first makes (or finds) the git worktree NAME and then
 //! brings up the room of that folder, as `up` run there would.
 
-use super::{print_warnings, WorkspaceArgs, WorktreeArgs};
+use super::{print_warnings, UpExtraArgs, WorkspaceArgs, WorktreeArgs};
 use crate::engine::Engine;
 use crate::output;
 use crate::room::resolve::UpFlags;
@@ -17,6 +17,7 @@ pub async fn run(
     wt: WorktreeArgs,
     flags: UpFlags,
     peer: settings::Flags,
+    extra: UpExtraArgs,
     as_json: bool,
 ) -> anyhow::Result<i32> {
     let result = async {
@@ -28,10 +29,11 @@ pub async fn run(
             }
             None => (ws.clone(), None),
         };
-        let resolved = ws.resolve(peer)?;
+        let mut resolved = ws.resolve(peer)?;
         print_warnings(&resolved);
+        let options = with_extra(&mut resolved, flags, extra);
         let engine = Engine::connect().await?;
-        up::up(&engine, &resolved.loaded, &resolved.up_options(flags), &super::on_stderr()).await.map(|r| (r, made))
+        up::up(&engine, &resolved.loaded, &options, &super::on_stderr()).await.map(|r| (r, made))
     }
     .await;
     match (result, as_json) {
@@ -119,4 +121,26 @@ fn success_json(r: &up::UpResult) -> serde_json::Value {
         crate::settings::EgressMode::None => out["egress"] = json!({ "mode": "none" }),
     }
     out
+}
+
+/// The reference's flags on this face: mounts and labels go on a room made
+/// now through `runArgs`, as the `devcontainer` face puts them (the room's
+/// recorded configuration stays the file's); the environment and the hooks'
+/// scope are this `up`'s alone.
+fn with_extra(resolved: &mut crate::room::resolve::Resolved, flags: UpFlags, extra: UpExtraArgs) -> up::UpOptions {
+    let run_args = &mut resolved.loaded.model.run_args;
+    for mount in extra.mounts {
+        run_args.extend(["--mount".to_string(), mount]);
+    }
+    for (name, value) in extra.id_labels {
+        run_args.extend(["--label".to_string(), format!("{name}={value}")]);
+    }
+    let mut options = resolved.up_options(flags);
+    options.remote_env = extra.remote_env.into_iter().collect();
+    options.hooks = match (extra.skip_post_create, extra.skip_non_blocking_commands) {
+        (true, _) => crate::room::hooks::Scope::None,
+        (_, true) => crate::room::hooks::Scope::UntilWaitFor,
+        _ => crate::room::hooks::Scope::All,
+    };
+    options
 }
