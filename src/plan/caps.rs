@@ -167,64 +167,58 @@ fn raw<'de, D: serde::Deserializer<'de>>(d: D, key: &str, want: &str) -> Result<
 }
 
 /// A figure of CPUs such as `2` or `1.5`, in billionths.
-pub fn parse_cpus(text: &str) -> Result<i64, String> {
-    let cpus: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number of CPUs such as 2 or 1.5"))?;
+pub fn parse_cpus(text: &str) -> Result<i64, CapsError> {
+    let cpus: f64 = text.trim().parse().map_err(|_| CapsError::NotCpus { text: text.to_string() })?;
     cpus_of(cpus)
 }
 
-fn cpus_of(cpus: f64) -> Result<i64, String> {
+fn cpus_of(cpus: f64) -> Result<i64, CapsError> {
     if !cpus.is_finite() || cpus <= 0.0 || cpus > MAX_CPUS {
-        return Err(format!("{cpus} CPUs: give more than 0 and at most {MAX_CPUS}"));
+        return Err(CapsError::CpusOutOfRange { cpus });
     }
     let nano = (cpus * 1e9).round() as i64;
     // The engine refuses less than a hundredth of a CPU.
     if nano < 10_000_000 {
-        return Err(format!("{cpus} CPUs: the engine takes at least 0.01"));
+        return Err(CapsError::CpusTooFew { cpus });
     }
     Ok(nano)
 }
 
 /// A size such as `512m`, `4g` or a number of bytes.
-pub fn parse_size(text: &str) -> Result<i64, String> {
-    super::mounts::parse_size(text)
-        .filter(|b| *b > 0)
-        .ok_or_else(|| format!("{text:?} is not a size such as 512m or 4g"))
+pub fn parse_size(text: &str) -> Result<i64, CapsError> {
+    super::mounts::parse_size(text).filter(|b| *b > 0).ok_or_else(|| CapsError::NotSize { text: text.to_string() })
 }
 
 /// A memory cap: a size of at least [`MIN_MEMORY`].
-pub fn parse_memory(text: &str) -> Result<i64, String> {
+pub fn parse_memory(text: &str) -> Result<i64, CapsError> {
     let bytes = parse_size(text)?;
     at_least_min_memory(bytes)
 }
 
-fn at_least_min_memory(bytes: i64) -> Result<i64, String> {
+fn at_least_min_memory(bytes: i64) -> Result<i64, CapsError> {
     if bytes < MIN_MEMORY {
-        return Err(format!(
-            "{} is below the least a room runs in, {} (its daemon, a shell and a hook)",
-            size_text(bytes),
-            size_text(MIN_MEMORY)
-        ));
+        return Err(CapsError::MemoryBelowLeast { bytes });
     }
     Ok(bytes)
 }
 
 /// Memory and swap together: a size, or `-1` for swap without a cap.
-pub fn parse_memory_swap(text: &str) -> Result<i64, String> {
+pub fn parse_memory_swap(text: &str) -> Result<i64, CapsError> {
     if text.trim() == "-1" {
         return Ok(-1);
     }
-    parse_size(text).map_err(|e| format!("{e}, or -1 for swap without a cap"))
+    parse_size(text).map_err(|_| CapsError::NotSwap { text: text.to_string() })
 }
 
 /// A process cap: at least [`MIN_PIDS`].
-pub fn parse_pids(text: &str) -> Result<i64, String> {
-    let n: i64 = text.trim().parse().map_err(|_| format!("{text:?} is not a whole number of processes"))?;
+pub fn parse_pids(text: &str) -> Result<i64, CapsError> {
+    let n: i64 = text.trim().parse().map_err(|_| CapsError::NotPids { text: text.to_string() })?;
     pids_of(n)
 }
 
-fn pids_of(n: i64) -> Result<i64, String> {
+fn pids_of(n: i64) -> Result<i64, CapsError> {
     if n < MIN_PIDS {
-        return Err(format!("{n} processes is below the least a room runs with, {MIN_PIDS}"));
+        return Err(CapsError::PidsBelowLeast { pids: n });
     }
     Ok(n)
 }
@@ -241,14 +235,14 @@ fn de_cpus<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Err
 fn size_key<'de, D: serde::Deserializer<'de>>(
     d: D,
     key: &str,
-    then: fn(i64) -> Result<i64, String>,
-    text: fn(&str) -> Result<i64, String>,
+    then: fn(i64) -> Result<i64, CapsError>,
+    text: fn(&str) -> Result<i64, CapsError>,
 ) -> Result<Option<i64>, D::Error> {
     let value = raw(d, key, "a size such as 512m or 4g")?;
     let bytes = match &value {
         Raw::Int(n) if *n > 0 => then(*n),
         Raw::Text(t) => text(t),
-        other => Err(format!("{} is not a size such as 512m or 4g", other.shown())),
+        other => Err(CapsError::FigureNotSize { figure: other.shown() }),
     };
     bytes.map(Some).map_err(|e| D::Error::custom(format!("caps.{key}: {e}")))
 }
@@ -263,7 +257,7 @@ fn de_memory_swap<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>,
         Raw::Int(-1) => Ok(-1),
         Raw::Int(n) if *n > 0 => Ok(*n),
         Raw::Text(t) => parse_memory_swap(t),
-        other => Err(format!("{} is not a size such as 512m or 4g, or -1 for swap without a cap", other.shown())),
+        other => Err(CapsError::FigureNotSwap { figure: other.shown() }),
     };
     bytes.map(Some).map_err(|e| D::Error::custom(format!("caps.memory_swap: {e}")))
 }
@@ -272,7 +266,7 @@ fn de_pids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Err
     let n = match raw(d, "pids", "a whole number of processes")? {
         Raw::Int(n) => pids_of(n),
         Raw::Text(t) => parse_pids(&t),
-        other => Err(format!("{} is not a whole number of processes", other.shown())),
+        other => Err(CapsError::FigureNotPids { figure: other.shown() }),
     };
     n.map(Some).map_err(|e| D::Error::custom(format!("caps.pids: {e}")))
 }
@@ -297,9 +291,38 @@ pub fn cpus_text(nano: i64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// Why the caps cannot be made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why the caps cannot be read or made. The figures' own variants name
+/// no key: the flag (through clap) or the setting (`caps.KEY: `) is put
+/// before them by whoever read the figure.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CapsError {
+    #[error("{text:?} is not a number of CPUs such as 2 or 1.5")]
+    NotCpus { text: String },
+    #[error("{cpus} CPUs: give more than 0 and at most {max}", max = MAX_CPUS)]
+    CpusOutOfRange { cpus: f64 },
+    #[error("{cpus} CPUs: the engine takes at least 0.01")]
+    CpusTooFew { cpus: f64 },
+    #[error("{text:?} is not a size such as 512m or 4g")]
+    NotSize { text: String },
+    /// A TOML or JSON figure (not a string), as written.
+    #[error("{figure} is not a size such as 512m or 4g")]
+    FigureNotSize { figure: String },
+    #[error(
+        "{} is below the least a room runs in, {} (its daemon, a shell and a hook)",
+        size_text(*.bytes),
+        size_text(MIN_MEMORY)
+    )]
+    MemoryBelowLeast { bytes: i64 },
+    #[error("{text:?} is not a size such as 512m or 4g, or -1 for swap without a cap")]
+    NotSwap { text: String },
+    #[error("{figure} is not a size such as 512m or 4g, or -1 for swap without a cap")]
+    FigureNotSwap { figure: String },
+    #[error("{text:?} is not a whole number of processes")]
+    NotPids { text: String },
+    #[error("{figure} is not a whole number of processes")]
+    FigureNotPids { figure: String },
+    #[error("{pids} processes is below the least a room runs with, {least}", least = MIN_PIDS)]
+    PidsBelowLeast { pids: i64 },
     #[error(
         "caps: {swap} is less than {memory}: memory_swap counts memory and swap together, as \
          `docker run --memory-swap` does"

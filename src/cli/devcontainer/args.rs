@@ -315,16 +315,49 @@ impl Parsed {
     }
 
     /// Each `NAME=VALUE` of a repeatable flag.
-    pub fn pairs(&self, name: &str) -> Result<Vec<(String, String)>, String> {
+    pub fn pairs(&self, name: &str) -> Result<Vec<(String, String)>, ArgsError> {
         self.all(name).iter().map(|text| name_value(name, text)).collect()
     }
+}
+
+/// A command line the face refuses, in one line naming the flag and
+/// carrying what was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    #[error("devcontainer {command}: unknown flag --{flag} (docs/guide.md lists the flags workroom takes)")]
+    Unknown { command: String, flag: String },
+    #[error("devcontainer {command}: --{flag} takes true or false, not {value:?}")]
+    NotBool { command: String, flag: String, value: String },
+    #[error("devcontainer {command}: --{flag} needs a value")]
+    NoValue { command: String, flag: String },
+    #[error("devcontainer {command}: --{flag} is refused: {why}")]
+    Refused { command: String, flag: String, why: &'static str },
+    #[error("--{flag} {text:?} is not NAME=VALUE")]
+    NotNameValue { flag: String, text: String },
+    #[error("--mount {text:?} is not type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]")]
+    NotMount { text: String },
+    #[error("--additional-features {text:?} is not a JSON object of feature ids and their options")]
+    FeaturesNotObject { text: String },
+    /// The parser's own words, kept as text: as a source they would be
+    /// said twice in the face's result line, which joins the chain.
+    #[error("--additional-features is not JSON ({error})")]
+    FeaturesNotJson { text: String, error: String },
+    #[error(
+        "--default-user-env-probe takes none, loginShell, loginInteractiveShell or interactiveShell, not {value:?}"
+    )]
+    NotUserEnvProbe { value: String },
+    #[error("--update-remote-user-uid-default takes never, on or off, not {value:?}")]
+    NotUidDefault { value: String },
+    #[error("--platform {text:?} is not os/arch[/variant] (linux/amd64, linux/arm64)")]
+    NotPlatform { text: String },
 }
 
 /// Reads `args` (after the command's words) against `table`. With
 /// `stop_at_word` (exec), the first word that is not a flag and all after
 /// it are the positional words, flags or not, as `exec CMD ARGS…` needs.
 /// The error is one line naming the flag.
-pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool) -> Result<Parsed, String> {
+pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool) -> Result<Parsed, ArgsError> {
+    let command = command.to_string();
     let mut parsed = Parsed::default();
     let mut words = args.iter().peekable();
     while let Some(word) = words.next() {
@@ -352,14 +385,15 @@ pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool)
             _ => None,
         };
         let Some(flag) = find(name).or(negated) else {
-            return Err(format!(
-                "devcontainer {command}: unknown flag --{name} (docs/guide.md lists the flags workroom takes)"
-            ));
+            return Err(ArgsError::Unknown { command, flag: name.to_string() });
         };
         let name = flag.name;
         let value = match (flag.kind, inline) {
             (Kind::Bool, None) if negated.is_some() => "false".to_string(),
-            (Kind::Bool, Some(v)) => bool_word(&v).ok_or_else(|| not_bool(command, name, &v))?.to_string(),
+            (Kind::Bool, Some(v)) => match bool_word(&v) {
+                Some(b) => b.to_string(),
+                None => return Err(ArgsError::NotBool { command, flag: name.to_string(), value: v }),
+            },
             (Kind::Bool, None) => match words.peek().and_then(|w| bool_word(w)) {
                 Some(b) => {
                     words.next();
@@ -370,11 +404,11 @@ pub fn parse(command: &str, table: &[Flag], args: &[String], stop_at_word: bool)
             (_, Some(v)) => v,
             (_, None) => match words.next() {
                 Some(v) => v.clone(),
-                None => return Err(format!("devcontainer {command}: --{name} needs a value")),
+                None => return Err(ArgsError::NoValue { command, flag: name.to_string() }),
             },
         };
         match flag.use_ {
-            Use::Refused(why) => return Err(format!("devcontainer {command}: --{name} is refused: {why}")),
+            Use::Refused(why) => return Err(ArgsError::Refused { command, flag: name.to_string(), why }),
             Use::Ignored(why) => {
                 if !parsed.ignored.iter().any(|(n, _)| *n == flag.name) {
                     parsed.ignored.push((flag.name, why));
@@ -395,59 +429,51 @@ fn bool_word(word: &str) -> Option<bool> {
     }
 }
 
-fn not_bool(command: &str, name: &str, value: &str) -> String {
-    format!("devcontainer {command}: --{name} takes true or false, not {value:?}")
-}
-
 /// `--additional-features '{"id": {options}, …}'`: the features, in the
 /// order written.
-pub fn additional_features(text: &str) -> Result<Vec<(String, serde_json::Value)>, String> {
+pub fn additional_features(text: &str) -> Result<Vec<(String, serde_json::Value)>, ArgsError> {
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(serde_json::Value::Object(features)) => Ok(features.into_iter().collect()),
-        Ok(_) => Err(format!("--additional-features {text:?} is not a JSON object of feature ids and their options")),
-        Err(e) => Err(format!("--additional-features is not JSON ({e})")),
+        Ok(_) => Err(ArgsError::FeaturesNotObject { text: text.to_string() }),
+        Err(e) => Err(ArgsError::FeaturesNotJson { text: text.to_string(), error: e.to_string() }),
     }
 }
 
 /// `--default-user-env-probe`'s value.
-pub fn user_env_probe(text: &str) -> Result<crate::config::UserEnvProbe, String> {
+pub fn user_env_probe(text: &str) -> Result<crate::config::UserEnvProbe, ArgsError> {
     use crate::config::UserEnvProbe as P;
     Ok(match text {
         "none" => P::None,
         "loginShell" => P::LoginShell,
         "loginInteractiveShell" => P::LoginInteractiveShell,
         "interactiveShell" => P::InteractiveShell,
-        other => {
-            return Err(format!(
-            "--default-user-env-probe takes none, loginShell, loginInteractiveShell or interactiveShell, not {other:?}"
-        ))
-        }
+        other => return Err(ArgsError::NotUserEnvProbe { value: other.to_string() }),
     })
 }
 
 /// `--update-remote-user-uid-default`'s value.
-pub fn uid_default(text: &str) -> Result<crate::room::hooks::UidDefault, String> {
+pub fn uid_default(text: &str) -> Result<crate::room::hooks::UidDefault, ArgsError> {
     use crate::room::hooks::UidDefault as U;
     match text {
         "never" => Ok(U::Never),
         "on" => Ok(U::On),
         "off" => Ok(U::Off),
-        other => Err(format!("--update-remote-user-uid-default takes never, on or off, not {other:?}")),
+        other => Err(ArgsError::NotUidDefault { value: other.to_string() }),
     }
 }
 
 /// `NAME=VALUE` of `--remote-env` and `--id-label`.
-pub fn name_value(flag: &str, text: &str) -> Result<(String, String), String> {
+pub fn name_value(flag: &str, text: &str) -> Result<(String, String), ArgsError> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
-        _ => Err(format!("--{flag} {text:?} is not NAME=VALUE")),
+        _ => Err(ArgsError::NotNameValue { flag: flag.to_string(), text: text.to_string() }),
     }
 }
 
 /// The reference's `--mount type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]`
 /// as the engine's mount spec (`external` is the reference's own key: it
 /// says a volume is not to be made, which the engine never does anyway).
-pub fn mount_spec(text: &str) -> Result<String, String> {
+pub fn mount_spec(text: &str) -> Result<String, ArgsError> {
     let mut kind = None;
     let mut target = None;
     let mut kept = Vec::new();
@@ -463,9 +489,7 @@ pub fn mount_spec(text: &str) -> Result<String, String> {
     }
     match (kind, target) {
         (Some("bind" | "volume"), Some(t)) if !t.is_empty() => Ok(kept.join(",")),
-        _ => Err(format!(
-            "--mount {text:?} is not type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]"
-        )),
+        _ => Err(ArgsError::NotMount { text: text.to_string() }),
     }
 }
 
@@ -504,20 +528,20 @@ mod tests {
         assert!(p.on("remove-existing-container"));
         assert!(!p.on("skip-post-attach"));
         assert!(p.on("expect-existing-container"));
-        let e = parse("up", UP, &words("--skip-post-attach=yes"), false).unwrap_err();
+        let e = parse("up", UP, &words("--skip-post-attach=yes"), false).unwrap_err().to_string();
         assert_eq!(e, "devcontainer up: --skip-post-attach takes true or false, not \"yes\"");
     }
 
     #[test]
     fn an_unknown_flag_is_one_line_naming_it() {
-        let e = parse("up", UP, &words("--workspace-folder /w --frobnicate"), false).unwrap_err();
+        let e = parse("up", UP, &words("--workspace-folder /w --frobnicate"), false).unwrap_err().to_string();
         assert_eq!(e.lines().count(), 1);
         assert!(e.contains("unknown flag --frobnicate"), "{e}");
     }
 
     #[test]
     fn a_refused_flag_says_why_and_an_ignored_one_is_listed_once_with_why() {
-        let e = parse("up", UP, &words("--secrets-file s.json"), false).unwrap_err();
+        let e = parse("up", UP, &words("--secrets-file s.json"), false).unwrap_err().to_string();
         assert!(e.starts_with("devcontainer up: --secrets-file is refused: its values"), "{e}");
         let p = parse("up", UP, &words("--log-level debug --log-level trace --docker-path /x"), false).unwrap();
         assert_eq!(p.ignored, [("log-level", OWN_LOGS), ("docker-path", ENGINE_API)]);
@@ -535,7 +559,7 @@ mod tests {
     #[test]
     fn a_value_flag_at_the_end_without_its_value_is_refused() {
         assert_eq!(
-            parse("exec", EXEC, &words("--container-id"), true).unwrap_err(),
+            parse("exec", EXEC, &words("--container-id"), true).unwrap_err().to_string(),
             "devcontainer exec: --container-id needs a value"
         );
     }
@@ -547,7 +571,10 @@ mod tests {
             "type=volume,source=v,target=/v"
         );
         assert_eq!(mount_spec("type=bind,source=/a,target=/b").unwrap(), "type=bind,source=/a,target=/b");
-        assert!(mount_spec("source=/a,target=/b").is_err());
+        assert_eq!(
+            mount_spec("source=/a,target=/b").unwrap_err().to_string(),
+            "--mount \"source=/a,target=/b\" is not type=<bind|volume>,source=<source>,target=<target>[,external=<true|false>]"
+        );
         assert!(mount_spec("type=tmpfs,target=/b").is_err());
         assert!(mount_spec("type=bind,source=/a").is_err());
     }
@@ -566,16 +593,28 @@ mod tests {
     fn additional_features_are_an_object_in_the_order_written() {
         let f = additional_features(r#"{"b": {"x": 1}, "a": "1"}"#).unwrap();
         assert_eq!(f.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["b", "a"]);
-        assert!(additional_features("[1]").unwrap_err().contains("not a JSON object"));
-        assert!(additional_features("{").unwrap_err().contains("is not JSON"));
+        assert_eq!(
+            additional_features("[1]").unwrap_err().to_string(),
+            "--additional-features \"[1]\" is not a JSON object of feature ids and their options"
+        );
+        let e = additional_features("{").unwrap_err();
+        assert!(matches!(&e, ArgsError::FeaturesNotJson { text, .. } if text == "{"), "{e:?}");
+        assert!(e.to_string().starts_with("--additional-features is not JSON (EOF while parsing"), "{e}");
     }
 
     #[test]
     fn the_probe_and_uid_defaults_take_the_references_words_only() {
         assert_eq!(user_env_probe("loginShell").unwrap(), crate::config::UserEnvProbe::LoginShell);
-        assert!(user_env_probe("login").is_err());
+        assert_eq!(
+            user_env_probe("login").unwrap_err().to_string(),
+            "--default-user-env-probe takes none, loginShell, loginInteractiveShell or interactiveShell, not \"login\""
+        );
         assert_eq!(uid_default("never").unwrap(), crate::room::hooks::UidDefault::Never);
-        assert!(uid_default("yes").is_err());
+        assert_eq!(uid_default("yes").unwrap_err(), ArgsError::NotUidDefault { value: "yes".into() });
+        assert_eq!(
+            uid_default("yes").unwrap_err().to_string(),
+            "--update-remote-user-uid-default takes never, on or off, not \"yes\""
+        );
     }
 
     /// docs/guide.md's section on the face.
@@ -631,7 +670,7 @@ mod tests {
     #[test]
     fn name_value_needs_a_name_and_keeps_equals_signs_in_the_value() {
         assert_eq!(name_value("remote-env", "A=b=c").unwrap(), ("A".into(), "b=c".into()));
-        assert!(name_value("remote-env", "=x").is_err());
+        assert_eq!(name_value("remote-env", "=x").unwrap_err().to_string(), "--remote-env \"=x\" is not NAME=VALUE");
         assert!(name_value("remote-env", "novalue").is_err());
     }
 }

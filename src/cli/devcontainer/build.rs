@@ -1,7 +1,7 @@
 //! `build`: the room's image as `up` makes it (`room::build`), named by
 //! `--image-name`, pushed with `--push`; `{"outcome":"success","imageName":[…]}`.
 
-use super::args::Parsed;
+use super::args::{ArgsError, Parsed};
 use super::log::Log;
 use crate::engine::Engine;
 use crate::features::LockMode;
@@ -15,7 +15,7 @@ pub(super) fn build(p: &Parsed, log: Log) -> i32 {
 }
 
 async fn build_image(p: &Parsed, log: Log) -> anyhow::Result<serde_json::Value> {
-    let options = options(p).map_err(anyhow::Error::msg)?;
+    let options = options(p)?;
     let resolved = super::resolved(p)?;
     for w in resolved.warnings() {
         log.warn(&w);
@@ -30,7 +30,7 @@ async fn build_image(p: &Parsed, log: Log) -> anyhow::Result<serde_json::Value> 
     }))
 }
 
-fn options(p: &Parsed) -> Result<BuildOptions, String> {
+fn options(p: &Parsed) -> Result<BuildOptions, ArgsError> {
     let lock = match (p.on("frozen-lockfile") || p.on("experimental-frozen-lockfile"), p.on("no-lockfile")) {
         (true, _) => LockMode::Frozen,
         (_, true) => LockMode::Skip,
@@ -38,10 +38,7 @@ fn options(p: &Parsed) -> Result<BuildOptions, String> {
     };
     let platform = match p.one("platform") {
         None => None,
-        Some(text) => Some(
-            Platform::parse(text)
-                .ok_or_else(|| format!("--platform {text:?} is not os/arch[/variant] (linux/amd64, linux/arm64)"))?,
-        ),
+        Some(text) => Some(Platform::parse(text).ok_or_else(|| ArgsError::NotPlatform { text: text.to_string() })?),
     };
     let mut options = BuildOptions {
         lock,

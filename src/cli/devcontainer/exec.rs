@@ -16,8 +16,8 @@ pub(super) fn exec(p: &Parsed, log: Log) -> i32 {
     }
     let remote_env = match p.pairs("remote-env") {
         Ok(pairs) => pairs,
-        Err(line) => {
-            log.error(&format!("devcontainer exec: {line}"));
+        Err(e) => {
+            log.error(&format!("devcontainer exec: {e}"));
             return EXIT_FAILED;
         }
     };
@@ -45,7 +45,7 @@ pub(super) fn exec(p: &Parsed, log: Log) -> i32 {
 /// --id-label` put them on the room), by id.
 pub(super) async fn labelled_room(labels: &[String]) -> anyhow::Result<String> {
     for label in labels {
-        args::name_value("id-label", label).map_err(anyhow::Error::msg)?;
+        args::name_value("id-label", label)?;
     }
     let engine = Engine::connect().await?;
     let found = engine.list(labels).await?;
@@ -74,8 +74,8 @@ pub(super) fn read_configuration(p: &Parsed, log: Log) -> i32 {
     let warn = move |w: &str| log.warn(w);
     let extra = match p.one("additional-features").map(args::additional_features).transpose() {
         Ok(extra) => extra.unwrap_or_default(),
-        Err(line) => {
-            log.error(&format!("devcontainer read-configuration: {line}"));
+        Err(e) => {
+            log.error(&format!("devcontainer read-configuration: {e}"));
             return EXIT_FAILED;
         }
     };

@@ -134,13 +134,18 @@ impl Command {
     }
 }
 
-fn command_of(words: &[String]) -> Result<(Command, usize), String> {
+/// A command word the face cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CommandError {
+    #[error("devcontainer: no command given (up, build, exec, read-configuration, …; docs/guide.md lists them)")]
+    None,
+    #[error("devcontainer: unknown command {word:?} (docs/guide.md lists the commands)")]
+    Unknown { word: String },
+}
+
+fn command_of(words: &[String]) -> Result<(Command, usize), CommandError> {
     let first = words.iter().position(|w| !w.starts_with("--"));
-    let Some(at) = first else {
-        return Err(
-            "devcontainer: no command given (up, build, exec, read-configuration, …; docs/guide.md lists them)".into(),
-        );
-    };
+    let Some(at) = first else { return Err(CommandError::None) };
     let second = words.get(at + 1).map(String::as_str);
     Ok(match words[at].as_str() {
         "up" => (Command::Up, at + 1),
@@ -157,7 +162,7 @@ fn command_of(words: &[String]) -> Result<(Command, usize), String> {
             let sub = second.filter(|s| !s.starts_with("--")).map(|s| format!(" {s}")).unwrap_or_default();
             (Command::Authoring(format!("{}{sub}", words[at])), at + 2)
         }
-        other => return Err(format!("devcontainer: unknown command {other:?} (docs/guide.md lists the commands)")),
+        other => return Err(CommandError::Unknown { word: other.to_string() }),
     })
 }
 
@@ -184,8 +189,8 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     }
     let (command, rest) = match command_of(words) {
         Ok(found) => found,
-        Err(line) => {
-            log.error(&line);
+        Err(e) => {
+            log.error(&e.to_string());
             return EXIT_FAILED;
         }
     };
@@ -202,8 +207,8 @@ fn dispatch(words: &[String], log: Log) -> i32 {
     let (name, table) = command.table();
     let parsed = match args::parse(name, table, &rest, command.positional().is_none()) {
         Ok(parsed) => parsed,
-        Err(line) => {
-            log.error(&line);
+        Err(e) => {
+            log.error(&e.to_string());
             return EXIT_FAILED;
         }
     };
@@ -263,7 +268,7 @@ fn add_features(loaded: &mut Loaded, extra: &[(String, Value)]) {
 fn resolved(p: &Parsed) -> anyhow::Result<Resolved> {
     let mut loaded = crate::config::load(&load_request(p))?;
     if let Some(text) = p.one("additional-features") {
-        add_features(&mut loaded, &args::additional_features(text).map_err(anyhow::Error::msg)?);
+        add_features(&mut loaded, &args::additional_features(text)?);
     }
     Ok(Resolved::of(loaded, Default::default())?)
 }
@@ -345,7 +350,9 @@ mod tests {
             _ => panic!("features publish is an authoring command"),
         }
         let e = command_of(&words("frobnicate")).err().unwrap();
-        assert!(e.contains("unknown command \"frobnicate\""), "{e}");
+        assert_eq!(e, CommandError::Unknown { word: "frobnicate".into() });
+        assert!(e.to_string().contains("unknown command \"frobnicate\""), "{e}");
+        assert_eq!(command_of(&words("--log-format=json")).err(), Some(CommandError::None));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! container workroom did not make cannot be set up, since its hooks run
 //! through the daemon a room gets when workroom creates it.
 
-use super::args::{self, Parsed};
+use super::args::{self, ArgsError, Parsed};
 use super::log::Log;
 use crate::engine::Engine;
 use crate::features::LockMode;
@@ -36,13 +36,13 @@ async fn up_room(p: &Parsed, log: Log) -> anyhow::Result<Map<String, Value>> {
     for w in resolved.warnings() {
         log.warn(&w);
     }
-    add_command_line(&mut resolved, p).map_err(anyhow::Error::msg)?;
+    add_command_line(&mut resolved, p)?;
     let engine = Engine::connect().await?;
     if p.on("expect-existing-container") && resolved.find(&engine).await?.is_none() {
         // The reference's words, which callers may match.
         bail!("The expected container does not exist.");
     }
-    let options = up_options(&resolved, p).map_err(anyhow::Error::msg)?;
+    let options = up_options(&resolved, p)?;
     let notices = log.notices();
     let r = room_up::up(&engine, &resolved.loaded, &options, &notices).await?;
     // Key for key and in the reference's order (a compose room's project
@@ -66,7 +66,7 @@ fn with_configuration(p: &Parsed, log: Log, mut out: Map<String, Value>) -> anyh
     let (configuration, merged) = (p.on("include-configuration"), p.on("include-merged-configuration"));
     if configuration || merged {
         let extra = p.one("additional-features").map(args::additional_features).transpose();
-        let extra = extra.map_err(anyhow::Error::msg)?.unwrap_or_default();
+        let extra = extra?.unwrap_or_default();
         let adjust = |loaded: &mut crate::config::Loaded| super::add_features(loaded, &extra);
         let warn = move |w: &str| log.warn(w);
         let read = crate::cli::config_cmd::read_with(super::load_request(p), &adjust, merged, &warn)?;
@@ -83,7 +83,7 @@ fn with_configuration(p: &Parsed, log: Log, mut out: Map<String, Value>) -> anyh
 }
 
 /// How `up` makes and starts the room, from the settings and the command line.
-fn up_options(resolved: &Resolved, p: &Parsed) -> Result<UpOptions, String> {
+fn up_options(resolved: &Resolved, p: &Parsed) -> Result<UpOptions, ArgsError> {
     let lock = match (p.on("frozen-lockfile") || p.on("experimental-frozen-lockfile"), p.on("no-lockfile")) {
         (true, _) => LockMode::Frozen,
         (_, true) => LockMode::Skip,
@@ -104,7 +104,7 @@ fn up_options(resolved: &Resolved, p: &Parsed) -> Result<UpOptions, String> {
 
 /// What the command line says of the hooks: which run, with what added
 /// to their environment, and the defaults of what the metadata leaves open.
-fn hook_options(options: &mut UpOptions, p: &Parsed) -> Result<(), String> {
+fn hook_options(options: &mut UpOptions, p: &Parsed) -> Result<(), ArgsError> {
     options.remote_env = p.pairs("remote-env")?.into_iter().collect();
     // In the reference's order of precedence.
     options.hooks = match (p.on("skip-post-create"), p.on("skip-non-blocking-commands"), p.on("prebuild")) {
@@ -146,7 +146,7 @@ async fn compose_project(engine: &Engine, id: &str) -> anyhow::Result<String> {
 /// hash `up` compares) is the file's alone, as the reference records none
 /// of them. A room that exists keeps what it was made with, as the
 /// reference's does.
-fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), String> {
+fn add_command_line(resolved: &mut Resolved, p: &Parsed) -> Result<(), ArgsError> {
     let run_args = &mut resolved.loaded.model.run_args;
     for mount in p.all("mount") {
         run_args.extend(["--mount".to_string(), args::mount_spec(mount)?]);
@@ -187,7 +187,7 @@ pub(super) fn run_user_commands(p: &Parsed, log: Log) -> i32 {
             let mut flags = UpFlags { post_attach: !p.on("skip-post-attach"), ..Default::default() };
             flags.lock = LockMode::ReadOnly;
             let mut options = resolved.up_options(flags);
-            hook_options(&mut options, p).map_err(anyhow::Error::msg)?;
+            hook_options(&mut options, p)?;
             let notices = log.notices();
             room_up::up(&engine, &resolved.loaded, &options, &notices).await?;
             Ok(json!({ "outcome": "success", "result": stop }))
@@ -249,7 +249,7 @@ pub(super) fn set_up(p: &Parsed, log: Log) -> i32 {
             }
             let flags = UpFlags { lock: LockMode::ReadOnly, post_attach: true, ..Default::default() };
             let mut options = resolved.up_options(flags);
-            hook_options(&mut options, p).map_err(anyhow::Error::msg)?;
+            hook_options(&mut options, p)?;
             let notices = log.notices();
             room_up::up(&engine, &resolved.loaded, &options, &notices).await?;
             let mut out = Map::new();

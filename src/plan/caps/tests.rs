@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
 
-fn toml(text: &str) -> Result<SettingsFile, String> {
-    settings::parse(text, Path::new("/w/.workroom.toml")).map_err(|e| e.to_string())
+fn toml(text: &str) -> Result<SettingsFile, settings::SettingsError> {
+    settings::parse(text, Path::new("/w/.workroom.toml"))
 }
 
 fn project(text: &str) -> SettingsFile {
@@ -76,11 +76,11 @@ fn a_cap_that_cannot_be_read_is_one_line_naming_the_file_the_property_and_the_li
         ),
     ];
     for (text, expected) in table {
-        let e = toml(text).unwrap_err();
+        let e = toml(text).unwrap_err().to_string();
         assert_eq!(e, expected, "{text:?}");
         assert!(!e.contains('\n'), "{e}");
     }
-    let e = toml("[caps]\nmemroy = \"1g\"\n").unwrap_err();
+    let e = toml("[caps]\nmemroy = \"1g\"\n").unwrap_err().to_string();
     assert!(e.starts_with("/w/.workroom.toml: unknown field `memroy`") && e.contains("line 2"), "{e}");
 }
 
@@ -350,5 +350,11 @@ fn cpus_and_sizes_are_written_as_a_person_writes_them() {
         (size_text(256 * MIB), size_text(3 * GIB), size_text(1000)),
         ("256m".into(), "3g".into(), "1000".into())
     );
-    assert_eq!(parse_cpus("0.001").unwrap_err(), "0.001 CPUs: the engine takes at least 0.01");
+    assert_eq!(parse_cpus("0.001").unwrap_err(), CapsError::CpusTooFew { cpus: 0.001 });
+    assert_eq!(parse_cpus("0.001").unwrap_err().to_string(), "0.001 CPUs: the engine takes at least 0.01");
+    assert_eq!(parse_memory("10m").unwrap_err(), CapsError::MemoryBelowLeast { bytes: 10 * MIB });
+    assert_eq!(
+        parse_memory_swap("lots").unwrap_err().to_string(),
+        "\"lots\" is not a size such as 512m or 4g, or -1 for swap without a cap"
+    );
 }
