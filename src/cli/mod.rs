@@ -271,8 +271,10 @@ pub enum Cmd {
         worktree: WorktreeArgs,
         #[command(flatten)]
         caps: CapsArgs,
+        // Boxed: `Up` is the largest command by far, and every other one
+        // would carry its size.
         #[command(flatten)]
-        extra: UpExtraArgs,
+        extra: Box<UpExtraArgs>,
     },
     /// Run one command in the room (as the remote user, in the workspace folder).
     Exec {
@@ -612,7 +614,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     caps: caps.file(),
                     ..peer.flags()
                 };
-                up_cmd::run(&workspace, worktree, flags, settings, extra, json).await
+                up_cmd::run(&workspace, worktree, flags, settings, *extra, json).await
             }
             Cmd::Exec { room, tty, command } => exec_cmd::run(&room, tty, command, &[]).await,
             Cmd::Shell { room, pane, detach_keys, detach: false, .. } => {
