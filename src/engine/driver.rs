@@ -66,6 +66,15 @@ pub trait Driver: Send + Sync {
     /// Its starts, deaths, restarts and removal, replayed from the start at
     /// `since` on, until the engine ends the stream (an engine restart).
     fn container_events<'a>(&'a self, id: &'a str, since: &'a str) -> BoxStream<'a, Result<EventMessage, EngineError>>;
+    /// The starts of every container carrying all of `labels` (as `list`
+    /// takes them), replayed from the engine time `since` (as the engine
+    /// gives it: `docker info`'s `SystemTime`) on, until the engine ends the
+    /// stream.
+    fn labelled_starts<'a>(
+        &'a self,
+        labels: &'a [String],
+        since: &'a str,
+    ) -> BoxStream<'a, Result<EventMessage, EngineError>>;
     /// Removes it, forcibly, with its anonymous volumes if asked; an absent
     /// container is not an error.
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()>;
@@ -170,6 +179,14 @@ impl Driver for DockerEngine {
 
     fn container_events<'a>(&'a self, id: &'a str, since: &'a str) -> BoxStream<'a, Result<EventMessage, EngineError>> {
         Box::pin(DockerEngine::container_events(self, id, since))
+    }
+
+    fn labelled_starts<'a>(
+        &'a self,
+        labels: &'a [String],
+        since: &'a str,
+    ) -> BoxStream<'a, Result<EventMessage, EngineError>> {
+        Box::pin(DockerEngine::labelled_starts(self, labels, since))
     }
 
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()> {
