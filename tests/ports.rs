@@ -628,3 +628,35 @@ fn a_forwarder_whose_engine_went_away_links_to_the_start_the_room_got_meanwhile_
     room.workroom_ok(&["down"]);
     assert!(wait_gone(pid, Duration::from_secs(10)), "the forwarder outlived `down`");
 }
+
+/// The live `workroom forward` processes of the room `name`, from /proc.
+fn forwarders_of(name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"forward"[..]) && args.contains(&name.as_bytes()) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_room_made_with_up_name_gets_its_forwarded_ports_from_up() {
+    // The forwarder used to find "the workspace's room" again from the
+    // folder, which a named room is not: it ended with "no room for …".
+    let port = free_port();
+    let room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    let name = format!("named-{}", room.ws.unique());
+    let said = room.workroom(&["up", "--name", &name]);
+    assert!(said.status.success(), "{}", stderr(&said));
+    assert!(!stderr(&said).contains("not forwarded"), "{}", stderr(&said));
+    let full = format!("workroom-{name}");
+    let script = format!("mkdir -p /www && echo hi > /www/index.html && exec httpd -f -p 127.0.0.1:{port} -h /www");
+    docker_ok(&["exec", "-d", &full, "sh", "-c", &script]);
+    assert!(http_get_when_served(port).ends_with("hi\n"), "the named room's port is not forwarded");
+    let pid = std::fs::read_to_string(room.state.path().join("workroom").join(format!("{full}.pid"))).unwrap();
+    assert_eq!(forwarders_of(&full), vec![pid.trim().parse::<u32>().unwrap()]);
+}
