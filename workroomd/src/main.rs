@@ -38,6 +38,7 @@ mod serve;
 mod sessions;
 mod spawn;
 mod state;
+mod typists;
 mod uid;
 mod worktrees;
 
