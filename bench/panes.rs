@@ -59,6 +59,7 @@ fn main() {
                         rows: 0,
                         cols: 0,
                         history: false,
+                        typist: None,
                     })
                     .await
                     .expect("attach");

@@ -5,7 +5,9 @@
 //!   records, kept notes, the "room being made" locks; all can be rebuilt;
 //! - state (`$XDG_STATE_HOME`, else `~/.local/state`): the forwarders'
 //!   pid, status and log files;
-//! - config (`$XDG_CONFIG_HOME`, else `~/.config`): `config.toml`;
+//! - config (`$XDG_CONFIG_HOME`, else `~/.config`): `config.toml`; and,
+//!   beside workroom's own folder, the systemd user unit `workroom watch
+//!   --install` writes (`systemd/user/`, where systemd looks);
 //! - data (`$XDG_DATA_HOME`, else `~/.local/share`): the peer registries,
 //!   which outlive rooms.
 //!
@@ -77,14 +79,25 @@ impl Kind {
     }
 }
 
+/// The XDG base folder of `kind` itself (`~/.config`, not
+/// `~/.config/workroom`) in the environment `env` gives: where files that
+/// other programs read go (systemd's user units under `systemd/user`).
+pub fn base_in(kind: Kind, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let absolute = |v: OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    match env(kind.variable()).and_then(absolute) {
+        Some(base) => Some(base),
+        None => env("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(kind.under_home())),
+    }
+}
+
+/// [`base_in`] this process's environment.
+pub fn base(kind: Kind) -> Option<PathBuf> {
+    base_in(kind, |k| std::env::var_os(k))
+}
+
 /// workroom's folder of `kind` in the environment `env` gives.
 pub fn workroom_in(kind: Kind, env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let absolute = |v: OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
-    let base = match env(kind.variable()).and_then(absolute) {
-        Some(base) => base,
-        None => env("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(kind.under_home()))?,
-    };
-    Some(base.join("workroom"))
+    base_in(kind, env).map(|base| base.join("workroom"))
 }
 
 /// workroom's folder of `kind` in this process's environment.
@@ -166,6 +179,18 @@ mod tests {
         assert_eq!(workroom_in(Kind::Cache, env(&empty)), Some(PathBuf::from("/h/.cache/workroom")));
         let relative = [("HOME", "/h"), ("XDG_CACHE_HOME", "cache")];
         assert_eq!(workroom_in(Kind::Cache, env(&relative)), Some(PathBuf::from("/h/.cache/workroom")));
+    }
+
+    #[test]
+    fn a_base_folder_is_the_variable_or_its_place_under_home_without_workroom_under_it() {
+        let set = [("HOME", "/h"), ("XDG_CONFIG_HOME", "/f")];
+        assert_eq!(base_in(Kind::Config, env(&set)), Some(PathBuf::from("/f")));
+        assert_eq!(base_in(Kind::Config, env(&[("HOME", "/h")])), Some(PathBuf::from("/h/.config")));
+        assert_eq!(
+            base_in(Kind::Config, env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "rel")])),
+            Some(PathBuf::from("/h/.config"))
+        );
+        assert_eq!(base_in(Kind::Config, env(&[])), None);
     }
 
     #[test]

@@ -51,8 +51,11 @@ async fn pane_pid(link: &RoomLink, name: &str) -> u32 {
 }
 
 async fn attach(link: &RoomLink, pane: &str) -> StreamHandle {
-    let handle =
-        link.link().open(Request::Attach { pane: pane.into(), rows: ROWS, cols: COLS, history: true }).await.unwrap();
+    let handle = link
+        .link()
+        .open(Request::Attach { pane: pane.into(), rows: ROWS, cols: COLS, history: true, typist: None })
+        .await
+        .unwrap();
     assert_eq!(handle.recv_reply().await.unwrap(), Response::Ready);
     handle
 }

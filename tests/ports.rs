@@ -66,13 +66,16 @@ struct Room {
     /// `DOCKER_HOST` for its `workroom` runs (and so its forwarder), when
     /// not the machine's engine.
     engine: Option<String>,
+    /// `WORKROOM_SCOPE` for its `workroom` runs: a watcher of this scope
+    /// looks after this room and no other test's.
+    scope: Option<String>,
 }
 
 impl Room {
     fn new(config: serde_json::Value) -> Room {
         let ws = Workspace::new(config);
         std::fs::write(ws.path().join("echo.py"), ECHO_PY).unwrap();
-        Room { ws, state: tempfile::tempdir().unwrap(), engine: None }
+        Room { ws, state: tempfile::tempdir().unwrap(), engine: None, scope: None }
     }
 
     fn workroom(&self, args: &[&str]) -> Output {
@@ -103,6 +106,9 @@ impl Room {
             .env("GIT_CONFIG_GLOBAL", "/dev/null");
         if let Some(host) = &self.engine {
             cmd.env("DOCKER_HOST", host);
+        }
+        if let Some(scope) = &self.scope {
+            cmd.env("WORKROOM_SCOPE", scope);
         }
         cmd
     }
@@ -627,4 +633,309 @@ fn a_forwarder_whose_engine_went_away_links_to_the_start_the_room_got_meanwhile_
 
     room.workroom_ok(&["down"]);
     assert!(wait_gone(pid, Duration::from_secs(10)), "the forwarder outlived `down`");
+}
+
+#[test]
+fn a_room_made_with_up_name_gets_its_forwarded_ports_from_up() {
+    // The forwarder used to find "the workspace's room" again from the
+    // folder, which a named room is not: it ended with "no room for …".
+    let port = free_port();
+    let room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    let name = format!("named-{}", room.ws.unique());
+    let said = room.workroom(&["up", "--name", &name]);
+    assert!(said.status.success(), "{}", stderr(&said));
+    assert!(!stderr(&said).contains("not forwarded"), "{}", stderr(&said));
+    let full = format!("workroom-{name}");
+    let script = format!("mkdir -p /www && echo hi > /www/index.html && exec httpd -f -p 127.0.0.1:{port} -h /www");
+    docker_ok(&["exec", "-d", &full, "sh", "-c", &script]);
+    assert!(http_get_when_served(port).ends_with("hi\n"), "the named room's port is not forwarded");
+    let pid = std::fs::read_to_string(room.state.path().join("workroom").join(format!("{full}.pid"))).unwrap();
+    assert_eq!(forwarders_of(&full), vec![pid.trim().parse::<u32>().unwrap()]);
+}
+
+// `workroom watch`: a room the engine starts by itself (after a host
+// reboot) gets its forwarder from the watcher, with no workroom command.
+
+/// How long the watcher may take to say it watches: one engine connect.
+const WATCHER_READY_WAIT: Duration = Duration::from_secs(30);
+
+/// A `workroom watch` process of a room's environment (its state folder,
+/// engine and scope), its stderr in a file; ended on drop.
+struct Watcher {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Watcher {
+    /// Starts it and waits until it watches the engine.
+    fn start(room: &Room) -> Watcher {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let mut cmd = Command::new(workroom_bin());
+        room.env(cmd.arg("watch")).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
+        let child = cmd.stderr(log.reopen().unwrap()).spawn().expect("start workroom watch");
+        let watcher = Watcher { child, log };
+        watcher.wait_for_line("watching the engine", WATCHER_READY_WAIT);
+        watcher
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// The first line holding `want`, once said; fails the test past `within`.
+    fn wait_for_line(&self, want: &str, within: Duration) -> String {
+        let line = wait_until(within, || self.log().lines().find(|l| l.contains(want)).map(str::to_string));
+        line.unwrap_or_else(|| panic!("the watcher never said {want:?}:\n{}", self.log()))
+    }
+
+    /// Its line on the room's start now, once said: the forwarder's pid it
+    /// names (one it started or one that serves the start).
+    fn handled(&self, room: &Room) -> u32 {
+        let want = format!("{} started at {}: ", room.ws.room_name(), room.started_at());
+        let line = self.wait_for_line(&want, REJOIN_WAIT);
+        let pid = line.split("(pid ").nth(1).and_then(|rest| rest.split(')').next()).and_then(|p| p.parse().ok());
+        pid.unwrap_or_else(|| panic!("no forwarder named in {line:?}"))
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = finish_within_quietly(&mut self.child, Duration::from_secs(10));
+    }
+}
+
+/// Waits for a child we started to end, killing it past `within`.
+fn finish_within_quietly(child: &mut std::process::Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let status = wait_until(within, || child.try_wait().ok().flatten());
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
+}
+
+/// The live `workroom forward` processes of the room `name`, from /proc.
+fn forwarders_of(name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"forward"[..]) && args.contains(&name.as_bytes()) && alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A room with a forwarded port, brought up in a scope of its own, whose
+/// forwarder is then killed and its state folder removed: what a host
+/// reboot leaves (the engine keeps the room; the forwarder and, under
+/// /run or /tmp, its files are gone).
+fn room_after_a_reboot(port: u16) -> Room {
+    let mut room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    room.scope = Some(format!("watch-{}", room.ws.unique()));
+    room.workroom_ok(&["up"]);
+    let killed = room.background_pid().expect("up started a forwarder");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(killed as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(wait_gone(killed, Duration::from_secs(10)), "the forwarder outlived SIGKILL");
+    std::fs::remove_dir_all(room.state.path().join("workroom")).unwrap();
+    room
+}
+
+#[test]
+fn after_a_reboot_the_watcher_forwards_the_room_the_engine_starts_again_with_no_workroom_command() {
+    let port = free_port();
+    let room = room_after_a_reboot(port);
+    // Down at the watcher's start, as before the engine starts its rooms.
+    docker_ok(&["stop", "-t", "1", &room.ws.room_name()]);
+    let watcher = Watcher::start(&room);
+
+    // The engine starts the room, as its restart policy does at boot.
+    docker_ok(&["restart", "-t", "1", &room.ws.room_name()]);
+    start_httpd_by_docker(&room, port);
+    let reply = http_get_when_served(port);
+    assert!(reply.ends_with("hi\n"), "the port is not forwarded after the start: {reply:?}\n{}", watcher.log());
+    let pid = watcher.handled(&room);
+    assert_eq!(room.background_pid(), Some(pid), "the watcher's forwarder is not the room's: {}", watcher.log());
+    wait_for_the_forwarder_to_follow(&room, pid);
+    let line = watcher.wait_for_line(&format!("{} started at", room.ws.room_name()), REJOIN_WAIT);
+    let carried = format!("started its forwarder (pid {pid}): 127.0.0.1:{port} -> 127.0.0.1:{port} listening");
+    assert!(line.ends_with(&carried), "{line}");
+    assert!(watcher.log().lines().all(|l| !l.contains("warning")), "{}", watcher.log());
+}
+
+#[test]
+fn two_watchers_and_an_up_at_once_start_one_forwarder_for_a_room_that_has_none() {
+    let port = free_port();
+    let room = room_after_a_reboot(port);
+    let name = room.ws.room_name();
+    // The room runs with no forwarder: both watchers find it at their first
+    // look, while an `up` typed meanwhile finds it too.
+    let mut cmd = Command::new(workroom_bin());
+    room.env(cmd.args(["up", "--workspace-folder", &room.ws.folder()]));
+    let up = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (first, second) = std::thread::scope(|s| {
+        let other = s.spawn(|| Watcher::start(&room));
+        (Watcher::start(&room), other.join().unwrap())
+    });
+    let up = finish_within(up, "workroom up", Duration::from_secs(60));
+    assert!(up.status.success(), "{}", stderr(&up));
+
+    let (a, b) = (first.handled(&room), second.handled(&room));
+    assert_eq!(a, b, "the watchers name two forwarders:\n{}\n{}", first.log(), second.log());
+    assert_eq!(forwarders_of(&name), vec![a], "not one forwarder:\n{}\n{}\n{}", first.log(), second.log(), stderr(&up));
+    assert_eq!(room.background_pid(), Some(a));
+    start_httpd(&room, port);
+    assert!(http_get_when_served(port).ends_with("hi\n"), "the port is not forwarded");
+
+    // A restart seen by both: the forwarder follows it, nobody starts another.
+    docker_ok(&["restart", "-t", "1", &name]);
+    assert_eq!((first.handled(&room), second.handled(&room)), (a, a));
+    assert_eq!(forwarders_of(&name), vec![a], "a second forwarder after the restart");
+}
+
+#[test]
+fn the_watcher_never_touches_a_container_without_our_labels_even_one_naming_a_workspace() {
+    let port = free_port();
+    let room = room_after_a_reboot(port);
+    // Everything a room carries but workroom's schema label: the reference
+    // CLI's labels naming a workspace with forwardPorts, and our scope.
+    let foreign = format!("wr-foreign-{}", room.ws.unique());
+    let config = room.ws.path().join(".devcontainer.json");
+    let scope_label = format!("workroom.scope={}", room.scope.as_deref().unwrap());
+    let folder_label = format!("devcontainer.local_folder={}", room.ws.folder());
+    let config_label = format!("devcontainer.config_file={}", config.display());
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &foreign,
+        "--label",
+        TEST_LABEL,
+        "--label",
+        &scope_label,
+        "--label",
+        &folder_label,
+        "--label",
+        &config_label,
+        BUSYBOX,
+        "sleep",
+        "3600",
+    ]);
+    struct Removed(String);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            remove_container(&self.0);
+        }
+    }
+    let _removed = Removed(foreign.clone());
+    docker_ok(&["stop", "-t", "1", &room.ws.room_name()]);
+    let watcher = Watcher::start(&room);
+
+    // Its start first, then the room's: by the time the room's start is
+    // handled, the foreign one was reported (were it reported at all).
+    docker_ok(&["restart", "-t", "1", &foreign]);
+    docker_ok(&["restart", "-t", "1", &room.ws.room_name()]);
+    let pid = watcher.handled(&room);
+    assert_eq!(room.background_pid(), Some(pid));
+
+    let id = docker_ok(&["inspect", "-f", "{{.Id}}", &foreign]);
+    assert!(!watcher.log().contains(&foreign) && !watcher.log().contains(&id), "{}", watcher.log());
+    assert_eq!(docker_ok(&["inspect", "-f", "{{len .ExecIDs}}", &foreign]), "0", "something ran in the container");
+    assert!(forwarders_of(&foreign).is_empty(), "a forwarder for the foreign container");
+    let files: Vec<String> = walk(room.state.path()).into_iter().filter(|f| f.contains(&foreign)).collect();
+    assert!(files.is_empty(), "state files for the foreign container: {files:?}");
+}
+
+/// Every file under `dir`, as paths.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        match path.is_dir() {
+            true => found.extend(walk(&path)),
+            false => found.push(path.display().to_string()),
+        }
+    }
+    found
+}
+
+#[test]
+fn a_watcher_whose_engine_went_away_forwards_the_room_it_started_meanwhile_once_the_engine_is_back() {
+    let mut engine = EngineProxy::start(Behaviour::Forward);
+    let port = free_port();
+    let mut room = Room::new(serde_json::json!({ "image": BUSYBOX, "forwardPorts": [port] }));
+    room.engine = Some(engine.host());
+    room.scope = Some(format!("watch-{}", room.ws.unique()));
+    room.workroom_ok(&["up"]);
+    let killed = room.background_pid().expect("up started a forwarder");
+    let watcher = Watcher::start(&room);
+    assert_eq!(watcher.handled(&room), killed, "the watcher did not take up's forwarder for the room's");
+
+    // The engine goes away; meanwhile the room's forwarder and its state go
+    // (the host reboots) and the room restarts (its policy, at the engine's
+    // return).
+    engine.stop();
+    watcher.wait_for_line("waiting for it to answer", REJOIN_WAIT);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(killed as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(wait_gone(killed, Duration::from_secs(10)), "the forwarder outlived SIGKILL");
+    std::fs::remove_dir_all(room.state.path().join("workroom")).unwrap();
+    docker_ok(&["restart", "-t", "1", &room.ws.room_name()]);
+    start_httpd_by_docker(&room, port);
+    engine.restart();
+
+    watcher.wait_for_line("answers again", REJOIN_WAIT);
+    let pid = watcher.handled(&room);
+    assert_ne!(pid, killed);
+    let reply = http_get_when_served(port);
+    assert!(
+        reply.ends_with("hi\n"),
+        "the port is not forwarded after the engine came back: {reply:?}\n{}",
+        watcher.log()
+    );
+    assert_eq!(room.background_pid(), Some(pid));
+}
+
+#[test]
+fn watch_install_writes_the_unit_and_says_the_command_when_no_user_manager_answers_and_uninstall_removes_it() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config");
+    let run = |flag: &str| {
+        let mut cmd = Command::new(workroom_bin());
+        cmd.args(["watch", flag])
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", &config)
+            // No user manager reachable, whatever this machine runs.
+            .env("XDG_RUNTIME_DIR", home.path())
+            .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}/no-bus", home.path().display()))
+            .env("DOCKER_HOST", "unix:///run/test-engine.sock")
+            .env_remove("WORKROOM_SCOPE");
+        output_within(cmd, None)
+    };
+    let unit = config.join("systemd/user/workroom-watch.service");
+    let out = run("--install");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains(&unit.display().to_string())
+            && said.contains("systemctl --user enable --now workroom-watch.service"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&unit).expect("no unit written");
+    let exe = std::fs::canonicalize(workroom_bin()).unwrap();
+    assert!(text.contains(&format!("ExecStart=\"{}\" watch\n", exe.display())), "{text}");
+    assert!(text.contains("Environment=\"DOCKER_HOST=unix:///run/test-engine.sock\"\n"), "{text}");
+
+    let out = run("--uninstall");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!unit.exists(), "the unit is still there");
+    assert!(stderr(&out).starts_with(&format!("removed {}", unit.display())), "{}", stderr(&out));
+    let out = run("--uninstall");
+    assert!(stderr(&out).contains("nothing to remove"), "{}", stderr(&out));
 }

@@ -16,6 +16,7 @@ mod stdin_pump;
 mod sync_cmd;
 mod terminal;
 mod up_cmd;
+mod watch_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -503,6 +504,19 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Follow the engine and start the forwarder (ports, ssh-agent, git
+    /// credentials) of every room it starts by itself, after a host reboot
+    /// say, when none serves it. Runs no hook and changes no room.
+    /// `--install` runs it at each login (a systemd user unit).
+    Watch {
+        /// Write the systemd user unit that runs `workroom watch` at login,
+        /// and enable and start it when a user manager answers.
+        #[arg(long, conflicts_with = "uninstall")]
+        install: bool,
+        /// Stop and remove that unit.
+        #[arg(long)]
+        uninstall: bool,
+    },
     /// The daemon's and the supervised program's output.
     Logs {
         name: Option<String>,
@@ -573,6 +587,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Cmd::Config { workspace, json, include_merged_configuration } = &args.command {
         // A runtime of its own, only if the engine is asked.
         return config_cmd::run(workspace, *json, *include_merged_configuration);
+    }
+    match &args.command {
+        // No engine, no runtime: a file and `systemctl`.
+        Cmd::Watch { install: true, .. } => return watch_cmd::install(),
+        Cmd::Watch { uninstall: true, .. } => return watch_cmd::uninstall(),
+        _ => {}
     }
     if let Cmd::Devcontainer { args } = args.command {
         // Its own runtime, as its read-configuration needs none.
@@ -655,6 +675,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     sync_cmd::run(&workspace, crate::plan::sync::Direction::Push, path.as_deref()).await
                 }
             },
+            Cmd::Watch { .. } => watch_cmd::run().await,
             Cmd::Ports { name, json } => forward_cmd::ports(name.as_deref(), json).await,
             Cmd::Egress { action, patterns, room, follow, json } => {
                 egress_cmd::run(&room, egress_cmd::Asked { action, patterns, follow, json }).await

@@ -15,6 +15,13 @@
 //!   attach comes back (without replaying the history, which this terminal
 //!   has); a restart or stop of the room ends it with one line and
 //!   [`EXIT_ROOM_ENDED`].
+//!
+//! No typed key is lost when the link drops: keys typed as a hand-off
+//! happens go into a link that is closing, which looks alive until the
+//! engine reports the exec's end (milliseconds on Docker, more on
+//! Podman). `shell` names itself to the daemon as a typist, keeps what it
+//! sent (`tty::SentKeys`), and on the reattach the daemon says how much of it
+//! the pane took (`workroomd`'s `typists.rs`); the rest is sent again.
 
 use crate::engine::Engine;
 use crate::link::RoomLink;
@@ -23,7 +30,7 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 use workroomd::proto::{EndedPane, Event, Request, Response};
-use workroomd::tty::{self, DetachMatcher, RawMode};
+use workroomd::tty::{self, DetachMatcher, RawMode, KEYS_CHUNK};
 
 /// `shell`'s status when the room restarted or stopped under it: the pane
 /// is gone and `workroom shell` again starts a new one. EX_TEMPFAIL, "try
@@ -70,9 +77,10 @@ pub async fn attach(target: Target<'_>, mut link: RoomLink) -> anyhow::Result<i3
     let mut typed = Keys::open();
     let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
     let mut matcher = DetachMatcher::new(target.detach_keys.clone());
+    let mut sent = tty::SentKeys::new();
     let mut history = true;
     let end = loop {
-        match session(&link, target.pane, history, &mut typed, &mut winch, &mut matcher).await {
+        match session(&link, target.pane, history, &mut typed, &mut sent, &mut winch, &mut matcher).await {
             End::Lost => match reconnect(&target).await {
                 Some(again) => {
                     link = again;
@@ -118,14 +126,25 @@ async fn session(
     pane: &str,
     history: bool,
     typed: &mut Keys,
+    sent: &mut tty::SentKeys,
     winch: &mut Option<tokio::signal::unix::Signal>,
     matcher: &mut DetachMatcher,
 ) -> End {
     let (rows, cols) = tty::terminal_size(std::io::stdin()).unwrap_or((0, 0));
-    let Ok(handle) = link.link().open(Request::Attach { pane: pane.into(), rows, cols, history }).await else {
+    let attach = Request::Attach { pane: pane.into(), rows, cols, history, typist: Some(sent.typist()) };
+    let Ok(handle) = link.link().open(attach).await else {
         return End::Lost;
     };
     match handle.recv_reply().await {
+        // What the pane did not take of what was sent on earlier links
+        // goes first, before anything typed now.
+        Ok(Response::Attached { typed }) => {
+            let again = sent.beyond(typed);
+            if !again.is_empty() && handle.send_data(&again).await.is_err() {
+                return End::Lost;
+            }
+        }
+        // A daemon of before, which counts nothing: nothing is sent again.
         Ok(Response::Ready) => {}
         Ok(Response::PaneEnded(ended)) => return End::Ended(ended),
         Ok(Response::Error { message }) => return End::Failed(format!("cannot attach to pane {pane}: {message}")),
@@ -151,6 +170,7 @@ async fn session(
             bytes = typed.next() => match bytes {
                 Some(bytes) => {
                     let (send, detach) = matcher.feed(&bytes);
+                    sent.keep(&send);
                     if !send.is_empty() && handle.send_data(&send).await.is_err() {
                         return End::Lost;
                     }
@@ -183,9 +203,6 @@ enum Keys {
     /// shutting down after the pane ends, until one more key.
     Thread(mpsc::Receiver<Vec<u8>>),
 }
-
-/// Bytes of typed input read at once (a paste comes in pieces of this).
-const KEYS_CHUNK: usize = 16 * 1024;
 
 impl Keys {
     fn open() -> Keys {

@@ -71,6 +71,15 @@ pub trait Driver: Send + Sync {
     /// Its `oom` events and its execs' `exec_create` and `exec_die` from the
     /// start at `since` until now, as far back as the engine keeps them.
     fn memory_events<'a>(&'a self, id: &'a str, since: &'a str) -> Call<'a, Vec<EventMessage>>;
+    /// The starts of every container carrying all of `labels` (as `list`
+    /// takes them), replayed from the engine time `since` (as the engine
+    /// gives it: `docker info`'s `SystemTime`) on, until the engine ends the
+    /// stream.
+    fn labelled_starts<'a>(
+        &'a self,
+        labels: &'a [String],
+        since: &'a str,
+    ) -> BoxStream<'a, Result<EventMessage, EngineError>>;
     /// Removes it, forcibly, with its anonymous volumes if asked; an absent
     /// container is not an error.
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()>;
@@ -196,6 +205,14 @@ impl Driver for DockerEngine {
 
     fn memory_events<'a>(&'a self, id: &'a str, since: &'a str) -> Call<'a, Vec<EventMessage>> {
         Box::pin(DockerEngine::memory_events(self, id, since))
+    }
+
+    fn labelled_starts<'a>(
+        &'a self,
+        labels: &'a [String],
+        since: &'a str,
+    ) -> BoxStream<'a, Result<EventMessage, EngineError>> {
+        Box::pin(DockerEngine::labelled_starts(self, labels, since))
     }
 
     fn remove<'a>(&'a self, id: &'a str, volumes: bool) -> Call<'a, ()> {

@@ -79,6 +79,10 @@ impl DockerEngine {
 /// ends, which can name the process.
 const MEMORY_EVENTS: [&str; 3] = ["oom", "exec_create", "exec_die"];
 
+/// The events of a container's start: `start` for every start, and
+/// `restart` beside it for `docker restart` (some engines say only one).
+const START_EVENTS: [&str; 2] = ["start", "restart"];
+
 impl DockerEngine {
     /// Container `id`'s [`MEMORY_EVENTS`] from `since` (a `State.StartedAt`)
     /// until now, as far back as the engine keeps them: Docker replays only
@@ -101,14 +105,48 @@ impl DockerEngine {
             .map(|e| e.map_err(|e| self.map(format!("read the events of {id}"), format!("container {id}"), e)))
             .collect()
     }
+
+    /// Every start of a container carrying all of `labels` (`key` or
+    /// `key=value`), from `since` (an engine timestamp; now when it is not
+    /// one) on: what `workroom watch` follows. The engine matches every
+    /// label filter given (they are and-ed), so containers without them are
+    /// never reported; each event and the stream's end are logged.
+    pub fn labelled_starts<'a>(
+        &'a self,
+        labels: &'a [String],
+        since: &str,
+    ) -> impl Stream<Item = Result<EventMessage, EngineError>> + 'a {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("event".to_string(), START_EVENTS.iter().map(|e| e.to_string()).collect()),
+            ("label".to_string(), labels.to_vec()),
+        ]);
+        let options = EventsOptions { since: events_since(since), until: None, filters: Some(filters) };
+        let began = std::time::Instant::now();
+        let events = self.docker.events(Some(options)).map(move |item| {
+            let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+            let name = item.as_ref().ok().and_then(|e| e.actor.as_ref()?.id.clone()).unwrap_or_default();
+            tracing::debug!(target: "workroom::engine", call = "labelled_starts", name = %name, elapsed_ms = %elapsed_ms, ok = item.is_ok());
+            item.map_err(|e| self.map("follow the rooms' starts", "the rooms' starts", e))
+        });
+        let end = futures_util::stream::once(async move {
+            let elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1000.0);
+            tracing::debug!(target: "workroom::engine", call = "labelled_starts", name = "", elapsed_ms = %elapsed_ms, ok = true, event = "(the engine ended the stream)");
+            None
+        });
+        events.map(Some).chain(end).filter_map(std::future::ready)
+    }
 }
 
 /// The events API's `since` (`seconds.nanoseconds`) for an engine timestamp
-/// in RFC 3339 as `State.StartedAt` gives it (`2026-12-01T10:20:30.5Z`, UTC).
-/// `None` when it is not in that form (the zero time of a container that
-/// never started included): then the stream starts now.
+/// in RFC 3339 as `State.StartedAt` gives it (`2026-12-01T10:20:30.5Z`, UTC)
+/// or `docker info`'s `SystemTime` does (in the engine's zone:
+/// `2026-12-01T11:20:30.5+01:00`). `None` when it is not in that form (the
+/// zero time of a container that never started included): then the stream
+/// starts now.
 pub fn events_since(rfc3339: &str) -> Option<String> {
-    let (date, time) = rfc3339.strip_suffix('Z')?.split_once('T')?;
+    let (stamp, offset) = zone_offset(rfc3339)?;
+    let (date, time) = stamp.split_once('T')?;
     let mut ymd = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
     let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
     let (hms, fraction) = time.split_once('.').unwrap_or((time, "0"));
@@ -121,8 +159,29 @@ pub fn events_since(rfc3339: &str) -> Option<String> {
         return None;
     }
     let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
-    let seconds = days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss;
+    let seconds = days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60 + ss - offset;
     (seconds > 0).then(|| format!("{seconds}.{nanos:09}"))
+}
+
+/// A timestamp without its zone, and the zone's offset from UTC in
+/// seconds: `Z`, or `+HH:MM` / `-HH:MM`.
+fn zone_offset(rfc3339: &str) -> Option<(&str, i64)> {
+    if let Some(stamp) = rfc3339.strip_suffix('Z') {
+        return Some((stamp, 0));
+    }
+    let split = rfc3339.len().checked_sub(6)?;
+    let (stamp, zone) = (rfc3339.get(..split)?, rfc3339.get(split..)?);
+    let sign = match zone.as_bytes().first() {
+        Some(b'+') => 1,
+        Some(b'-') => -1,
+        _ => return None,
+    };
+    let (hh, mm) = zone[1..].split_once(':')?;
+    if hh.len() != 2 || mm.len() != 2 {
+        return None;
+    }
+    let (hh, mm) = (hh.parse::<i64>().ok()?, mm.parse::<i64>().ok()?);
+    (hh <= 23 && mm <= 59).then_some((stamp, sign * (hh * 3600 + mm * 60)))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
@@ -150,9 +209,27 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_time_in_its_own_zone_is_the_same_instant_as_in_utc() {
+        let utc = events_since("2026-12-01T10:20:30.5Z");
+        assert_eq!(events_since("2026-12-01T11:20:30.5+01:00"), utc);
+        assert_eq!(events_since("2026-12-01T05:50:30.5-04:30"), utc);
+        assert_eq!(events_since("2026-12-01T10:20:30.5+00:00"), utc);
+    }
+
+    #[test]
     fn a_start_time_not_in_the_engines_form_starts_the_stream_now() {
-        for bad in ["", "0001-01-01T00:00:00Z", "2026-12-01 10:20:30Z", "2026-13-01T10:20:30Z", "2026-12-01T10:20:30.Z"]
-        {
+        for bad in [
+            "",
+            "0001-01-01T00:00:00Z",
+            "2026-12-01 10:20:30Z",
+            "2026-13-01T10:20:30Z",
+            "2026-12-01T10:20:30.Z",
+            "2026-12-01T10:20:30",
+            "2026-12-01T10:20:30+1:000",
+            "2026-12-01T10:20:30+24:00",
+            "2026-12-01T10:20:30*01:00",
+            "2026-12-01T10:20:30é1:00",
+        ] {
             assert_eq!(events_since(bad), None, "{bad:?}");
         }
     }

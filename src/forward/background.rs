@@ -1,6 +1,8 @@
 //! The room's background forwarder: one detached `workroom forward
-//! --detached` per room, started by `up` (or `forward --background`) and
-//! kept as long as the room runs the start it was made for.
+//! --detached ROOM` per room, started by `up` (or `forward --background`,
+//! or `workroom watch` for a room the engine started by itself) and kept as
+//! long as the room runs. Whoever starts it holds the room's start lock
+//! ([`state::lock_start`]), so several at once start one.
 //!
 //! `up` checks it on every run, the fast path included, from the state
 //! files alone (pid file, `/proc/<pid>`, the status's container start): no
@@ -73,6 +75,14 @@ impl OfferProbe {
     }
 }
 
+/// Whether a room of `loaded` has anything for a forwarder to carry: its
+/// `forwardPorts`, or what this host offers (an ssh-agent, git's
+/// credentials), everything asked (for `workroom watch`, which is on no
+/// one's critical path).
+pub async fn carries(loaded: &Loaded, settings: ForwardSettings) -> bool {
+    !loaded.model.forward_ports.is_empty() || OfferProbe::start(loaded, settings).offers_anything().await
+}
+
 /// What `up` does about the room's forwarder: none when the running one
 /// serves this start or there is nothing to carry; otherwise (re)starts it.
 /// Returns the new forwarder's status, `None` when nothing was started.
@@ -83,31 +93,46 @@ pub async fn ensure_for_up(
     check: Check,
     egress: bool,
 ) -> anyhow::Result<Option<Status>> {
+    let held = state::lock_start(room).await?;
+    let carries = async {
+        egress
+            || !loaded.model.forward_ports.is_empty()
+            || match check {
+                Check::Fast(settings) => {
+                    super::host_ssh_agent(settings).is_some()
+                        || (settings.git_credentials && super::host_credentials::host_git_config_names_a_helper())
+                }
+                Check::Full(probe) => probe.offers_anything().await,
+            }
+    };
+    ensure(&held, room, started_at, carries).await
+}
+
+/// The decision of [`ensure_for_up`], for whoever holds the room's start
+/// lock (`up`, or `workroom watch` for a room the engine started):
+/// nothing when the running forwarder serves `started_at` (or follows the
+/// room to it) or `carries` says there is nothing to carry; otherwise the
+/// room's forwarder is (re)started, the same process whoever asks.
+pub async fn ensure(
+    _held: &state::StartLock,
+    room: &str,
+    started_at: &str,
+    carries: impl std::future::Future<Output = bool>,
+) -> anyhow::Result<Option<Status>> {
     if let Some(pid) = state::background_pid(room) {
         if follows(room, pid, started_at).await {
             return Ok(None);
         }
         state::end_background(room).await;
     }
-    let carries = egress
-        || !loaded.model.forward_ports.is_empty()
-        || match check {
-            Check::Fast(settings) => {
-                super::host_ssh_agent(settings).is_some()
-                    || (settings.git_credentials && super::host_credentials::host_git_config_names_a_helper())
-            }
-            Check::Full(probe) => probe.offers_anything().await,
-        };
-    if !carries {
+    if !carries.await {
         return Ok(None);
     }
-    let args = vec![
-        "--workspace-folder".to_string(),
-        loaded.workspace.local_folder.display().to_string(),
-        "--config".to_string(),
-        loaded.config_path.display().to_string(),
-    ];
-    start(room, &args).await.map(Some)
+    // Named by its container name, not by its workspace folder and config
+    // (which find "the workspace's room" again): a room made with `up
+    // --name`, or one a watcher found with no workspace at hand, is then
+    // the one forwarded, with the configuration its labels name.
+    spawn(room, &[room.to_string()]).await.map(Some)
 }
 
 /// Whether the running forwarder `pid` serves the start at `started_at`,
@@ -137,10 +162,16 @@ const FORWARDER_REJOIN_WAIT: Duration = Duration::from_secs(10);
 /// already running. `forward_args` are the `workroom forward` arguments that
 /// find the room and its forwards again (the child reloads them).
 pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status> {
-    use std::os::unix::process::CommandExt;
+    let _held = state::lock_start(room).await?;
     if let Some(status) = state::background_pid(room).and_then(|pid| state::read_status(room, pid)) {
         return Ok(status);
     }
+    spawn(room, forward_args).await
+}
+
+/// Spawns `workroom forward --detached FORWARD_ARGS` and waits for it to
+/// link and bind its ports; the caller holds the room's start lock.
+async fn spawn(room: &str, forward_args: &[String]) -> anyhow::Result<Status> {
     let dir = state::made()?;
     let log_path = state::log_file_in(&dir, room);
     let log = std::fs::OpenOptions::new()
@@ -149,7 +180,11 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the workroom executable")?;
-    let mut cmd = std::process::Command::new(exe);
+    // tokio's, not std's: a child handle dropped unfinished is reaped by
+    // the runtime when it ends, so a watcher that runs for days and starts
+    // forwarders that end with their rooms leaves no zombies (`up` exits,
+    // and init adopts its forwarder).
+    let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("forward").arg("--detached").args(forward_args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: setsid is async-signal-safe; in its own session the forwarder
     // outlives the terminal `up` ran in and gets none of its signals.
@@ -160,13 +195,13 @@ pub async fn start(room: &str, forward_args: &[String]) -> anyhow::Result<Status
         });
     }
     let mut child = cmd.spawn().context("cannot start the background forwarder")?;
-    let pid = child.id();
+    let pid = child.id().context("the background forwarder ended as it started")?;
     std::fs::write(state::pid_file_in(&dir, room), format!("{pid}\n"))?;
     let mut wait = crate::retry::Backoff::new(crate::retry::Pace::FORWARDER, BACKGROUND_READY_WAIT);
     loop {
         if let Some(status) = state::read_status(room, pid) {
-            // Reaped by nobody: it is detached, and init adopts it when we exit.
-            std::mem::forget(child);
+            // Not waited for: it is detached (see above for who reaps it).
+            drop(child);
             return Ok(status);
         }
         if let Ok(Some(exit)) = child.try_wait() {

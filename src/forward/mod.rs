@@ -11,8 +11,9 @@
 //! session, output to a log file; see [`state`]) for `forwardPorts` and the
 //! credentials. It follows the room's restarts by itself, keeping its ports
 //! and linking to each new start ([`rejoin`]); it ends when the room is
-//! removed or stays stopped, and `stop`/`down` end it at once. `workroom
-//! forward` runs more by hand.
+//! removed or stays stopped, and `stop`/`down` end it at once. A host
+//! reboot ends it too: `workroom watch` starts it again when the engine
+//! starts the room. `workroom forward` runs more by hand.
 //!
 //! # Layout
 //! - [`background`]: the room's detached forwarder, which `up` keeps.
@@ -24,6 +25,9 @@
 //! - `host_credentials`: the host's side of ssh-agent and git credentials.
 //! - [`egress`]: the host's side of an `allowlist` room's proxy: each
 //!   request checked against the room's policy, logged and dialled here.
+//! - [`watcher`]: `workroom watch`, which starts the forwarder of a room the
+//!   engine started by itself when none serves it (after a host reboot);
+//!   [`unit`]: the systemd user unit that runs it at login.
 
 pub mod background;
 pub mod egress;
@@ -32,6 +36,8 @@ pub mod rejoin;
 pub mod settings;
 pub mod spec;
 pub mod state;
+pub mod unit;
+pub mod watcher;
 
 use crate::engine::Engine;
 use crate::link::RoomLink;

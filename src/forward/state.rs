@@ -9,6 +9,11 @@
 //! - `<room>.log`: its stdout and stderr (refused connections are said here).
 //! - `ports/<room>.<pid>.json`: every running forwarder's forwards and their
 //!   state, written once it has bound its ports, removed when it ends.
+//! - `<room>.lock`: held (`flock`) by whoever decides whether the room
+//!   needs a background forwarder and starts it (`up`, `forward
+//!   --background`, `workroom watch`), so several of them at once start
+//!   one. Left in place, as the room-making locks are: removing a lock
+//!   file someone may be about to lock would let two hold two files.
 //!
 //! A pid is only trusted while `/proc/<pid>/cmdline` still names a
 //! `workroom forward`, so a recycled pid is never signalled.
@@ -149,6 +154,59 @@ pub fn is_forwarder(pid: u32) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     let named_workroom = args.first().is_some_and(|a| a.ends_with(b"workroom"));
     named_workroom && args.iter().any(|a| *a == b"forward")
+}
+
+/// Held while one process decides about the room's background forwarder
+/// and starts it; the kernel releases it when that process dies, however
+/// it dies.
+pub struct StartLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Why the start lock could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(transparent)]
+    Folder(#[from] FolderError),
+    #[error("cannot make or open {path}: {source}")]
+    File { path: PathBuf, source: std::io::Error },
+    #[error("cannot lock {path}: {source}")]
+    Lock { path: PathBuf, source: nix::errno::Errno },
+    #[error(
+        "another workroom process has been starting the forwarder of {room} for {} s (its lock is {path})",
+        START_LOCK_WAIT.as_secs()
+    )]
+    Busy { room: String, path: PathBuf },
+}
+
+/// How long one waits for another process deciding about the same room's
+/// forwarder: the holder's longest hold is a forwarder of an earlier start
+/// given its rejoin wait (10 s), ended (2 s), and a new one waited for
+/// until it binds its ports (20 s). Past this the holder is stuck.
+pub const START_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Takes the room's start lock, waiting for another holder (an `up`, a
+/// watcher) for up to [`START_LOCK_WAIT`]. Async: `up` holds a daemon link
+/// on this thread, whose frames must keep flowing while it waits.
+pub async fn lock_start(room: &str) -> Result<StartLock, LockError> {
+    use nix::fcntl::{Flock, FlockArg};
+    // Made this user's alone (0700), as every file of the state folder.
+    let path = made()?.join(format!("{room}.lock"));
+    let mut wait = crate::retry::Backoff::new(crate::retry::Pace::RACE, START_LOCK_WAIT);
+    loop {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| LockError::File { path: path.clone(), source })?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(StartLock { _lock: lock }),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) if !wait.expired() => wait.pause().await,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Err(LockError::Busy { room: room.to_string(), path }),
+            Err((_, source)) => return Err(LockError::Lock { path, source }),
+        }
+    }
 }
 
 /// The room's background forwarder, if it is running.

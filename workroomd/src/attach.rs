@@ -116,7 +116,7 @@ async fn attach(options: Options) -> (i32, Option<String>) {
     let (input_tx, mut input) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
     tokio::spawn(async move {
         let mut stdin = tokio::io::stdin();
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; tty::KEYS_CHUNK];
         while let Ok(n) = stdin.read(&mut buf).await {
             if n == 0 || input_tx.send(buf[..n].to_vec()).await.is_err() {
                 break;
@@ -128,6 +128,7 @@ async fn attach(options: Options) -> (i32, Option<String>) {
     let mut size = options.size.or_else(|| tty::terminal_size(std::io::stdin()));
     let mut history = true;
     let mut first = true;
+    let mut sent = tty::SentKeys::new();
     loop {
         let link = match connect(if first { Duration::ZERO } else { RECONNECT_WAIT }).await {
             Ok(l) => l,
@@ -153,7 +154,8 @@ async fn attach(options: Options) -> (i32, Option<String>) {
             }
         }
         first = false;
-        match session(&link, &options.pane, history, &mut input, &mut winch, &mut matcher, &mut size).await {
+        let keys = Keys { input: &mut input, matcher: &mut matcher, sent: &mut sent };
+        match session(&link, &options.pane, history, keys, &mut winch, &mut size).await {
             End::Code(code, message) => return (code, message),
             // Reattached after a hand-off: this terminal has the history.
             End::Lost => history = false,
@@ -184,20 +186,36 @@ async fn connect(wait: Duration) -> Result<Link, ConnectError> {
     }
 }
 
+/// What is typed, and what was sent of it over every link.
+struct Keys<'a> {
+    input: &'a mut tokio::sync::mpsc::Receiver<Vec<u8>>,
+    matcher: &'a mut DetachMatcher,
+    sent: &'a mut tty::SentKeys,
+}
+
 async fn session(
     link: &Link,
     pane: &str,
     history: bool,
-    input: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
+    keys: Keys<'_>,
     winch: &mut Option<tokio::signal::unix::Signal>,
-    matcher: &mut DetachMatcher,
     size: &mut Option<(u16, u16)>,
 ) -> End {
+    let Keys { input, matcher, sent } = keys;
     let (rows, cols) = size.unwrap_or((0, 0));
-    let Ok(handle) = link.open(Request::Attach { pane: pane.into(), rows, cols, history }).await else {
+    let typist = Some(sent.typist());
+    let Ok(handle) = link.open(Request::Attach { pane: pane.into(), rows, cols, history, typist }).await else {
         return End::Lost;
     };
     match handle.recv_reply().await {
+        // What the pane did not take of what was sent on earlier links (a
+        // hand-off closed them) goes first.
+        Ok(Response::Attached { typed }) => {
+            let again = sent.beyond(typed);
+            if !again.is_empty() && handle.send_data(&again).await.is_err() {
+                return End::Lost;
+            }
+        }
         Ok(Response::Ready) => {}
         Ok(Response::PaneEnded(ended)) => {
             let mut out = std::io::stdout();
@@ -236,6 +254,7 @@ async fn session(
             typed = input.recv() => match typed {
                 Some(bytes) => {
                     let (send, detach) = matcher.feed(&bytes);
+                    sent.keep(&send);
                     if !send.is_empty() && handle.send_data(&send).await.is_err() {
                         return End::Lost;
                     }

@@ -21,8 +21,11 @@
 //! Bytes a pane writes during the exec wait in the kernel's pty buffer; the
 //! new reader picks them up, so none are lost. Client connections do close
 //! (their fds are close-on-exec): `workroomd attach` reconnects and repaints.
-//! Typed input queued but not yet written is dropped (a few keystrokes at
-//! most). Each pane's model crosses as its paint (history, screen, modes),
+//! Typed input queued but not yet written does not cross; the table
+//! carries, per client that named a typist, what was written to the pty,
+//! and that client sends the rest again when it reattaches
+//! ([`crate::typists`]). Each pane's model crosses as its paint (history,
+//! screen, modes),
 //! which the new daemon feeds into a fresh model.
 
 use crate::pane::{self, Adopted, Pane};
@@ -95,6 +98,10 @@ pub struct PaneEntry {
     /// is adopted as exited and its pid never waited for or signalled.
     #[serde(default)]
     pub exited: Option<ExitStatus>,
+    /// Each typist of the pane and the bytes written for it
+    /// ([`crate::typists`]); an older table has none.
+    #[serde(default)]
+    pub typed: Vec<(u64, u64)>,
 }
 
 /// A short digest naming a daemon build; the host computes the same one.
@@ -220,6 +227,7 @@ fn snapshot(state: &State, binary: &str) -> Table {
                     history_lines: p.limits.lines,
                     history_bytes: p.limits.bytes,
                     exited: info.exited,
+                    typed: p.typists_written(),
                 }
             })
             .collect(),
@@ -370,6 +378,7 @@ pub fn restore(inherited: Inherited, state: &Arc<State>) -> Option<u32> {
             cols: entry.cols,
             limits: Limits::new(entry.history_lines, entry.history_bytes),
             exited: entry.exited,
+            typed: entry.typed,
         };
         match Pane::adopt(&entry.name, adopted, master, entry.screen.as_bytes()) {
             Ok(p) => state.panes.insert(p),

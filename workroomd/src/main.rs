@@ -40,6 +40,7 @@ mod serve;
 mod sessions;
 mod spawn;
 mod state;
+mod typists;
 mod uid;
 mod worktrees;
 

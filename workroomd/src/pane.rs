@@ -31,6 +31,7 @@
 //! each, until someone removes it.
 
 use crate::spawn;
+use crate::typists::{Leave, Typists};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,7 +52,9 @@ pub const CLIENT_BOUND: usize = 4 << 20;
 /// Bytes a client's task takes from its queue for one send.
 const SEND_BATCH: usize = 256 * 1024;
 /// Input chunks queued for the writer; a client typing into a pane that does
-/// not read waits here (backpressure on that client only).
+/// not read waits here (backpressure on that client only). A client keeps
+/// what it sent for as much as this queue and its stream's window can hold
+/// unwritten (`tty::KEYS_KEPT`): change both together.
 const INPUT_QUEUE: usize = 64;
 /// A program's end is noticed on SIGCHLD; this poll is a safety net for a
 /// signal that arrived before the listener existed (a pane adopted after a
@@ -93,7 +96,10 @@ pub struct Pane {
     pub created_unix_ms: u64,
     pub limits: Limits,
     master: Arc<AsyncFd<OwnedFd>>,
-    input: mpsc::Sender<Vec<u8>>,
+    input: mpsc::Sender<Typed>,
+    /// What each client that named itself typed, taken and written
+    /// (shared with the writer task).
+    typists: Arc<Mutex<Typists>>,
     inner: Mutex<Inner>,
     /// Counts changes of the model; `capture` waits on it.
     changes: watch::Sender<u64>,
@@ -123,6 +129,12 @@ struct Client {
     /// count up to a screen the client was shown before the skip).
     skip_from: u64,
     wake: Arc<Notify>,
+}
+
+/// Bytes for the pane's writer, and the typist they are counted for.
+struct Typed {
+    typist: Option<u64>,
+    bytes: Vec<u8>,
 }
 
 /// What an attaching client gets: its id, what wakes its task, and the
@@ -206,6 +218,7 @@ impl Pane {
             cols: spec.cols,
             limits: spec.limits,
             exited: None,
+            typed: Vec::new(),
         };
         Pane::adopt(name, adopted, master, spec.preamble)
             .map_err(|source| PaneError::Watch { name: name.to_string(), source })
@@ -221,6 +234,7 @@ impl Pane {
         let mut term = Terminal::new(a.rows.max(1), a.cols.max(1), a.limits);
         term.feed(preamble);
         let (input, input_rx) = mpsc::channel(INPUT_QUEUE);
+        let typists = Arc::new(Mutex::new(Typists::adopt(&a.typed)));
         let pane = Arc::new(Pane {
             name: name.to_string(),
             command: a.command,
@@ -229,10 +243,11 @@ impl Pane {
             limits: a.limits,
             master: master.clone(),
             input,
+            typists: typists.clone(),
             inner: Mutex::new(Inner { term, clients: Vec::new(), dirty: true, ended: a.exited, clock: 0 }),
             changes: watch::Sender::new(0),
         });
-        tokio::spawn(write_input(master, input_rx));
+        tokio::spawn(write_input(master, input_rx, typists));
         Ok(pane)
     }
 
@@ -346,8 +361,31 @@ impl Pane {
         }
     }
 
-    /// Types into the pane; a client typing becomes the latest.
-    pub async fn type_in(&self, client: Option<u64>, bytes: Vec<u8>) {
+    /// An attach of `typist` ([`crate::typists`]): what was taken from
+    /// it before, and its leave to type.
+    pub fn attach_typist(&self, typist: workroomd::proto::Typist) -> (u64, Leave) {
+        workroomd::locks::lock(&self.typists).attach(typist.id, typist.sent)
+    }
+
+    /// `typist` detached for good.
+    pub fn forget_typist(&self, typist: u64) {
+        workroomd::locks::lock(&self.typists).forget(typist);
+    }
+
+    /// Each typist with the bytes written for it, for a hand-off.
+    pub fn typists_written(&self) -> Vec<(u64, u64)> {
+        workroomd::locks::lock(&self.typists).written()
+    }
+
+    /// Types into the pane; a client typing becomes the latest. Under a
+    /// typist's `leave` the bytes are counted, and refused (false) once a
+    /// later attach of that typist took over.
+    pub async fn type_in(&self, client: Option<u64>, leave: Option<Leave>, bytes: Vec<u8>) -> bool {
+        if let Some(leave) = leave {
+            if !workroomd::locks::lock(&self.typists).take(leave, bytes.len()) {
+                return false;
+            }
+        }
         if let Some(id) = client {
             let mut inner = self.lock();
             let latest = inner.clients.iter().max_by_key(|c| c.active).map(|c| c.id);
@@ -360,7 +398,8 @@ impl Pane {
                 let _ = self.apply_latest(&mut inner);
             }
         }
-        let _ = self.input.send(bytes).await;
+        let _ = self.input.send(Typed { typist: leave.map(|l| l.typist), bytes }).await;
+        true
     }
 
     /// A new window size from connection `conn`: its client's, if it has
@@ -485,6 +524,8 @@ pub struct Adopted {
     pub limits: Limits,
     /// Set for a pane whose program had exited before a hand-off.
     pub exited: Option<ExitStatus>,
+    /// Its typists and the bytes written for each, from a hand-off.
+    pub typed: Vec<(u64, u64)>,
 }
 
 /// The line written into a pane when its program ends, on a line of its
@@ -552,13 +593,20 @@ pub fn try_wait(pid: i32) -> Option<ExitStatus> {
     }
 }
 
-async fn write_input(master: Arc<AsyncFd<OwnedFd>>, mut rx: mpsc::Receiver<Vec<u8>>) {
-    while let Some(bytes) = rx.recv().await {
+async fn write_input(master: Arc<AsyncFd<OwnedFd>>, mut rx: mpsc::Receiver<Typed>, typists: Arc<Mutex<Typists>>) {
+    while let Some(Typed { typist, bytes }) = rx.recv().await {
         let mut at = 0;
         while at < bytes.len() {
             let Ok(mut guard) = master.writable().await else { return };
             match guard.try_io(|fd| rustix::io::write(fd.get_ref(), &bytes[at..]).map_err(std::io::Error::from)) {
-                Ok(Ok(n)) => at += n,
+                Ok(Ok(n)) => {
+                    at += n;
+                    // Counted per write: a hand-off between two parts of a
+                    // chunk carries what reached the pty, to the byte.
+                    if let Some(typist) = typist {
+                        workroomd::locks::lock(&typists).wrote(typist, n);
+                    }
+                }
                 Ok(Err(_)) => return,
                 Err(_would_block) => {}
             }

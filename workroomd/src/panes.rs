@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use workroomd::proto::{
-    CaptureRequest, EndedPane, Event, ExitStatus, PaneInfo, PaneRequest, Response, StreamError, StreamHandle,
+    CaptureRequest, EndedPane, Event, ExitStatus, PaneInfo, PaneRequest, Response, StreamError, StreamHandle, Typist,
 };
 use workroomd::room;
 use workroomd::term::Limits;
@@ -311,6 +311,7 @@ pub async fn attach(
     name: &str,
     size: (u16, u16),
     history: bool,
+    typist: Option<Typist>,
 ) -> Result<(), StreamError> {
     let Some(pane) = state.panes.get(name) else {
         let ended = workroomd::locks::lock(&state.panes.ended).get(name).cloned();
@@ -331,13 +332,24 @@ pub async fn attach(
         return handle.send_eof().await;
     };
     let id = attachment.id;
-    let result = watch(handle, &pane, attachment).await;
+    let result = watch(handle, &pane, attachment, typist).await;
     pane.detach(id);
     result
 }
 
-async fn watch(handle: &StreamHandle, pane: &Pane, attachment: pane::Attachment) -> Result<(), StreamError> {
-    handle.reply(Response::Ready).await?;
+async fn watch(
+    handle: &StreamHandle,
+    pane: &Pane,
+    attachment: pane::Attachment,
+    typist: Option<Typist>,
+) -> Result<(), StreamError> {
+    // The typist's count and leave in one step with the reply that carries
+    // the count: nothing of an earlier attach is taken after it.
+    let (reply, leave) = match typist.map(|t| pane.attach_typist(t)) {
+        Some((typed, leave)) => (Response::Attached { typed }, Some(leave)),
+        None => (Response::Ready, None),
+    };
+    handle.reply(reply).await?;
     handle.send_data(&attachment.paint).await?;
     let id = attachment.id;
     let output = async {
@@ -361,9 +373,21 @@ async fn watch(handle: &StreamHandle, pane: &Pane, attachment: pane::Attachment)
     let input = async {
         while let Some(event) = handle.recv().await {
             match event {
-                Event::Data(bytes) => pane.type_in(Some(id), bytes.to_vec()).await,
-                // The client detaches; the pane goes on.
-                Event::Eof => return true,
+                Event::Data(bytes) => {
+                    // Refused: this client attached again on another link
+                    // (this one was closing), which sends these again.
+                    if !pane.type_in(Some(id), leave, bytes.to_vec()).await {
+                        return false;
+                    }
+                }
+                // The client detaches; the pane goes on, and this typist
+                // will not be back.
+                Event::Eof => {
+                    if let Some(typist) = typist {
+                        pane.forget_typist(typist.id);
+                    }
+                    return true;
+                }
                 _ => return false,
             }
         }
@@ -424,7 +448,7 @@ pub async fn type_in(state: &State, handle: &StreamHandle, name: &str, text: Str
         let error = PanesError::TypeIntoExited { name: name.to_string(), how: status.describe() };
         return handle.reply(Response::failed(&error)).await;
     }
-    pane.type_in(None, text.into_bytes()).await;
+    pane.type_in(None, None, text.into_bytes()).await;
     handle.reply(Response::Done).await
 }
 
@@ -539,6 +563,7 @@ mod tests {
                 cols: 80,
                 limits: Limits::default(),
                 exited: Some(exited),
+                typed: Vec::new(),
             };
             let pane = Pane::adopt("old", adopted, master, b"last screen").unwrap();
             let panes = Panes::default();

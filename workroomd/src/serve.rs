@@ -312,8 +312,8 @@ async fn handle_request(
             handle.reply(Response::error("the daemon asks this of the host, not the other way")).await
         }
         Request::OpenPane(pane) => crate::panes::open(&state, &handle, pane).await,
-        Request::Attach { pane, rows, cols, history } => {
-            crate::panes::attach(&state, &handle, conn, &pane, (rows, cols), history).await
+        Request::Attach { pane, rows, cols, history, typist } => {
+            crate::panes::attach(&state, &handle, conn, &pane, (rows, cols), history, typist).await
         }
         Request::ResizePane { pane, rows, cols } => {
             crate::panes::resize(&state, &handle, conn, &pane, rows, cols).await

@@ -1,6 +1,8 @@
 //! Our side of a terminal, shared by the host's `workroom shell` and `exec
 //! -t` and the daemon's `workroomd attach`: its window size, raw mode for
-//! as long as a guard lives, and the detach keys in docker's notation.
+//! as long as a guard lives, the detach keys in docker's notation, and
+//! the keys an attach sent, kept for a reattach to send again what a
+//! dropped link did not deliver ([`SentKeys`]).
 //!
 //! Through rustix's direct syscalls: no `unsafe` here, and nothing that a
 //! static binary without NSS could trip on.
@@ -156,9 +158,106 @@ impl DetachMatcher {
     }
 }
 
+/// Bytes of typed input an attach client reads at once (a paste comes in
+/// pieces of this): `workroom shell` and `workroomd attach` alike.
+pub const KEYS_CHUNK: usize = 16 * 1024;
+
+/// The most typed bytes that can be sent and not reach the pane before a
+/// link drops: what the attach stream lets be in flight (its window, at
+/// most [`crate::proto::MAX_WINDOW`], 8 MiB) and the pane's input queue
+/// (the daemon's `INPUT_QUEUE`, 64 frames of at most
+/// [`crate::proto::MAX_DATA_CHUNK`]: a reattach sends again in frames that
+/// large). [`SentKeys`] keeps that much, so a reattach can send any of it
+/// again; typing costs nothing near this, a paste of megabytes at most
+/// this.
+pub const KEYS_KEPT: usize = crate::proto::MAX_WINDOW + 64 * crate::proto::MAX_DATA_CHUNK;
+
+/// What an attach client typed into a pane, over all its links, as a
+/// typist ([`crate::proto::Typist`]): a link that drops (a hand-off closes
+/// every link) can have taken keys the pane never got, and the daemon's
+/// answer to the reattach says how many it took (`Response::Attached`);
+/// [`SentKeys::beyond`] is what to send again.
+#[derive(Debug)]
+pub struct SentKeys {
+    id: u64,
+    /// The last bytes sent, up to [`KEYS_KEPT`].
+    kept: std::collections::VecDeque<u8>,
+    /// How many bytes were sent before the first one kept.
+    base: u64,
+}
+
+impl Default for SentKeys {
+    fn default() -> Self {
+        SentKeys::new()
+    }
+}
+
+impl SentKeys {
+    pub fn new() -> SentKeys {
+        use std::hash::{BuildHasher, Hasher};
+        // A process's RandomState is seeded from the OS's randomness: a
+        // typist no other client of the pane picks.
+        let id = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        SentKeys { id, kept: std::collections::VecDeque::new(), base: 0 }
+    }
+
+    /// How this client names itself on an attach: its number and what it
+    /// sent so far.
+    pub fn typist(&self) -> crate::proto::Typist {
+        crate::proto::Typist { id: self.id, sent: self.base + self.kept.len() as u64 }
+    }
+
+    /// Keeps `bytes`, about to be sent (kept first: a send into a link
+    /// that is closing can succeed, or fail, and either way the next
+    /// attach learns whether the pane took them).
+    pub fn keep(&mut self, bytes: &[u8]) {
+        self.kept.extend(bytes);
+        let over = self.kept.len().saturating_sub(KEYS_KEPT);
+        self.kept.drain(..over);
+        self.base += over as u64;
+    }
+
+    /// What was sent after the first `taken` bytes: what the pane did not
+    /// get. Bytes no longer kept (never, by [`KEYS_KEPT`]) cannot be sent
+    /// again; the rest is.
+    pub fn beyond(&self, taken: u64) -> Vec<u8> {
+        let skip = taken.saturating_sub(self.base).min(self.kept.len() as u64) as usize;
+        self.kept.iter().skip(skip).copied().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_pane_did_not_take_is_sent_again_and_what_it_took_is_not() {
+        let mut sent = SentKeys::new();
+        sent.keep(b"echo a\r");
+        sent.keep(b"echo b\r");
+        assert_eq!(sent.typist().sent, 14);
+        assert_eq!(sent.beyond(14), b"");
+        assert_eq!(sent.beyond(7), b"echo b\r");
+        assert_eq!(sent.beyond(0), b"echo a\recho b\r");
+        assert_eq!(sent.beyond(99), b"", "a count beyond what was sent sends nothing");
+    }
+
+    #[test]
+    fn only_the_last_bytes_sent_are_kept_and_counts_stay_aligned() {
+        let mut sent = SentKeys::new();
+        sent.keep(&vec![b'x'; KEYS_KEPT]);
+        sent.keep(b"tail");
+        assert_eq!(sent.kept.len(), KEYS_KEPT);
+        let total = KEYS_KEPT as u64 + 4;
+        assert_eq!(sent.typist().sent, total);
+        assert_eq!(sent.beyond(total - 4), b"tail");
+        assert_eq!(sent.beyond(0).len(), KEYS_KEPT, "what was let go cannot be sent again");
+    }
+
+    #[test]
+    fn two_clients_name_themselves_as_different_typists() {
+        assert_ne!(SentKeys::new().typist().id, SentKeys::new().typist().id);
+    }
 
     #[test]
     fn detach_keys_read_in_dockers_notation() {

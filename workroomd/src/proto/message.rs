@@ -306,6 +306,13 @@ pub enum Request {
         cols: u16,
         #[serde(default = "yes")]
         history: bool,
+        /// Who types, when the client wants its keys counted: the daemon
+        /// counts the bytes it takes from this typist, across hand-offs,
+        /// and answers [`Response::Attached`] rather than `Ready`, so the
+        /// client sends again what it typed into a link that was closing.
+        /// A daemon of before ignores it and answers `Ready`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        typist: Option<Typist>,
     },
     /// The text of a pane: [`Response::Captured`], then the text as
     /// `Data`, then `Eof`.
@@ -371,6 +378,20 @@ impl Request {
             | Request::HandOff { .. } => false,
         }
     }
+}
+
+/// A client that types into a pane, as it names itself on each attach
+/// ([`Request::Attach`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Typist {
+    /// A number the client chose, the same on each of its attaches.
+    pub id: u64,
+    /// How many bytes it sent before this attach, over all its links: a
+    /// daemon that does not know the typist (its first attach, or a
+    /// daemon of before handed off to this one) takes them as taken, so
+    /// the counts it answers are in the client's own numbering and never
+    /// ask for what may have been typed already.
+    pub sent: u64,
 }
 
 /// A command for the daemon to run (see [`Request::Run`]).
@@ -652,6 +673,13 @@ pub enum Response {
     },
     /// [`Request::Attach`] to a pane that ended with its room's restart.
     PaneEnded(EndedPane),
+    /// [`Request::Attach`] with a `typist`: as `Ready`, and how many of the
+    /// bytes that typist sent the pane took, counted from its first byte
+    /// ([`Typist::sent`]; across a hand-off, what reached the pty). The
+    /// client sends again what it typed beyond.
+    Attached {
+        typed: u64,
+    },
     /// [`Request::HandOff`]: `digest` names the binary the daemon runs (for
     /// `Current`) or the new one.
     HandOff {
@@ -924,7 +952,7 @@ mod tests {
 
     #[test]
     fn attach_streams_and_the_other_pane_requests_do_not() {
-        assert!(Request::Attach { pane: "main".into(), rows: 24, cols: 80, history: true }.is_streaming());
+        assert!(Request::Attach { pane: "main".into(), rows: 24, cols: 80, history: true, typist: None }.is_streaming());
         assert!(Request::CapturePane(CaptureRequest::default()).is_streaming());
         for request in [
             Request::TypeIn { pane: "main".into(), text: "x".into() },
@@ -942,7 +970,7 @@ mod tests {
     fn pane_requests_read_with_defaults_and_hand_off_outcomes_are_snake_case() {
         let request: Request = serde_json::from_str(r#"{"op":"attach","pane":"main"}"#).unwrap();
         // An older client's attach replays the history, as every attach did.
-        assert_eq!(request, Request::Attach { pane: "main".into(), rows: 0, cols: 0, history: true });
+        assert_eq!(request, Request::Attach { pane: "main".into(), rows: 0, cols: 0, history: true, typist: None });
         let request: Request = serde_json::from_str(r#"{"op":"open_pane","name":"w"}"#).unwrap();
         assert_eq!(request, Request::OpenPane(PaneRequest { name: "w".into(), ..Default::default() }));
         let reply =

@@ -142,7 +142,7 @@ pub use link::Link;
 pub use message::{
     CaptureRequest, DaemonStatus, EndedPane, ExitStatus, Expected, HandOffOutcome, Hello, HookCommands, HookRun,
     HookState, HookStep, PaneInfo, PaneRequest, ProgramStatus, Reason, Request, Response, Role, RunRequest, StartPlan,
-    HOOK_JOBS, MAX_CREDENTIAL_INPUT,
+    Typist, HOOK_JOBS, MAX_CREDENTIAL_INPUT,
 };
 pub use splice::{Sent, SpliceOut};
 pub use stream::{Event, StreamError, StreamHandle, Violation};
