@@ -150,6 +150,27 @@ impl Term {
         }
     }
 
+    /// Waits until `found` finds what it looks for in the output after the
+    /// mark (it returns where that ends in the text it was given), moves
+    /// the mark there and returns the text; fails the test naming `what`.
+    pub fn expect_found(&mut self, what: &str, within: Duration, found: impl Fn(&str) -> Option<usize>) -> String {
+        let deadline = Instant::now() + within;
+        let (lock, cond) = &*self.seen;
+        let mut seen = lock.lock().unwrap();
+        loop {
+            let text = String::from_utf8_lossy(&seen[self.mark..]).into_owned();
+            if let Some(end) = found(&text) {
+                self.mark = (self.mark + text[..end].len()).min(seen.len());
+                return text;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                panic!("{what} did not appear within {within:?}; the terminal shows:\n{text}");
+            }
+            seen = cond.wait_timeout(seen, deadline - now).unwrap().0;
+        }
+    }
+
     /// Everything the terminal has shown so far.
     pub fn all(&self) -> String {
         String::from_utf8_lossy(&self.seen.0.lock().unwrap()).into_owned()
