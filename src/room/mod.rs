@@ -7,6 +7,7 @@ pub mod compose;
 pub mod creating;
 pub mod daemon;
 pub mod features;
+mod forwarder;
 pub mod handoff;
 pub mod hooks;
 pub mod image;

@@ -19,6 +19,36 @@ use workroomd::proto::{Request, Response};
 use workroomd::users::{self, GroupEntry, PasswdEntry};
 
 /// This install's scope: `WORKROOM_SCOPE` from the environment.
+/// What `up` says once a room made now has joined its group: the
+/// preparation's warnings, what its users turned out to be (kept, so every
+/// later `up` says it too) and, for information, who else shares the group.
+pub async fn say_joined(
+    engine: &Engine,
+    link: &RoomLink,
+    (name, id): (&str, &str),
+    remote_user: &str,
+    p: &Prepared,
+    say: &crate::notices::Notices,
+) {
+    for w in &p.warnings {
+        say.warn(w.clone());
+    }
+    let lasting = verify(link, name, remote_user, p, &p.names.volume).await;
+    for w in &lasting {
+        say.warn(w.clone());
+    }
+    super::notes::save(id, &lasting);
+    // Informational: an engine that cannot list now costs the line only.
+    if let Ok(members) = group_rooms(engine, &p.names).await {
+        let others: Vec<String> = members
+            .iter()
+            .filter(|c| c.id.as_deref() != Some(id))
+            .filter_map(|c| c.names.as_ref()?.first().map(|n| n.trim_start_matches('/').to_string()))
+            .collect();
+        say.note(peers::sharing_note(name, &p.names, &others));
+    }
+}
+
 pub fn scope_from_env() -> Option<String> {
     std::env::var(peers::SCOPE_ENV).ok().filter(|s| !s.is_empty())
 }
