@@ -530,9 +530,10 @@ pub fn apply(plan: &mut CreatePlan, asked: &Asked) -> Result<Vec<String>, CapsEr
         // user's own word and stays.
         host.oom_score_adj = Some(i64::from(workroomd::room::OOM_SCORE_GAP));
     }
-    if caps != Caps::default() {
-        plan.body.labels.get_or_insert_with(Default::default).insert(CAPS_LABEL.into(), caps.json().to_string());
-    }
+    // Recorded even when empty: the label, not the engine's host config,
+    // says what the room was made with, since an engine may add limits of
+    // its own (Podman's default `pids_limit` of 2048) that are no cap of ours.
+    plan.body.labels.get_or_insert_with(Default::default).insert(CAPS_LABEL.into(), caps.json().to_string());
     Ok(warnings)
 }
 
@@ -549,6 +550,16 @@ impl Caps {
             memory_swap: memory.and(h.memory_swap.filter(|s| *s > 0 || *s == -1)),
             pids: positive(h.pids_limit),
             tmp: h.tmpfs.as_ref().and_then(|t| t.get(TMP)).and_then(|o| tmpfs_size(o)),
+        }
+    }
+
+    /// The caps a room was made with: its label's, else (a room made
+    /// before every room carried the label) what its host config holds.
+    pub fn of_container(c: &bollard::models::ContainerInspectResponse) -> Caps {
+        let labels = c.config.as_ref().and_then(|c| c.labels.as_ref());
+        match labels.is_some_and(|l| l.contains_key(CAPS_LABEL)) {
+            true => Caps::of_labels(labels),
+            false => c.host_config.as_ref().map(Caps::of_host_config).unwrap_or_default(),
         }
     }
 

@@ -84,23 +84,8 @@ pub fn rfc3339(nanos: i64) -> String {
     let secs = nanos.div_euclid(1_000_000_000);
     let micros = nanos.rem_euclid(1_000_000_000) / 1000;
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = workroomd::clock::civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", rest / 3600, rest % 3600 / 60, rest % 60)
-}
-
-/// The date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, the inverse of `engine::events`' `days_from_civil`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ fn caps_drift(loaded: &Loaded, options: &UpOptions, c: &ContainerInspectResponse
         _ => {
             let folder = &loaded.workspace.local_folder;
             let run = run_args::parse(&loaded.model.run_args, folder, &super::HostFiles).ok()?.host;
-            (caps::wanted(&options.caps, &run, made), caps::Caps::of_host_config(made))
+            (caps::wanted(&options.caps, &run, made), caps::Caps::of_container(c))
         }
     };
     let (wanted, had) = wanted_and_had;

@@ -94,7 +94,7 @@ impl Room {
             workspace: crate::plan::workspace::Decision::of_labels(c.config.as_ref().and_then(|c| c.labels.as_ref())),
             git: label(c, labels::GIT).and_then(|g| serde_json::from_str(g).ok()),
             egress: self.egress(),
-            caps: c.host_config.as_ref().map(crate::plan::caps::Caps::of_host_config).unwrap_or_default(),
+            caps: crate::plan::caps::Caps::of_container(c),
             notices: say.take(),
         }
     }

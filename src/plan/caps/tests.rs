@@ -147,7 +147,25 @@ fn an_uncapped_room_is_left_as_planned() {
     let h = host(&plan);
     assert_eq!((h.nano_cpus, h.memory, h.memory_swap, h.pids_limit, h.oom_score_adj), (None, None, None, None, None));
     assert_eq!(h.tmpfs, None);
-    assert!(!plan.body.labels.as_ref().unwrap().contains_key(CAPS_LABEL));
+    // Recorded as none: what the engine adds of its own (Podman's default
+    // pids limit) is then not taken for a cap of ours.
+    assert_eq!(plan.body.labels.as_ref().unwrap().get(CAPS_LABEL).map(String::as_str), Some("{}"));
+}
+
+#[test]
+fn a_room_is_known_by_its_caps_label_not_by_what_its_engine_added() {
+    use bollard::models::{ContainerConfig, ContainerInspectResponse};
+    let with = |label: Option<&str>| ContainerInspectResponse {
+        config: Some(ContainerConfig {
+            labels: Some(label.map(|l| (CAPS_LABEL.to_string(), l.to_string())).into_iter().collect()),
+            ..Default::default()
+        }),
+        host_config: Some(HostConfig { pids_limit: Some(2048), ..Default::default() }),
+        ..Default::default()
+    };
+    assert_eq!(Caps::of_container(&with(Some("{}"))), Caps::default(), "Podman's own pids limit is not ours");
+    assert_eq!(Caps::of_container(&with(Some(r#"{"pids":200}"#))).pids, Some(200));
+    assert_eq!(Caps::of_container(&with(None)).pids, Some(2048), "a room made before the label: its host config");
 }
 
 #[test]
