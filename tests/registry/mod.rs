@@ -76,13 +76,21 @@ impl Registry {
         }
         std::fs::write(dir.path().join("config.yml"), config).unwrap();
         let log = std::fs::File::create(dir.path().join("access.log")).unwrap();
-        let child = Command::new("docker-registry")
-            .arg("serve")
+        let mut cmd = Command::new("docker-registry");
+        cmd.arg("serve")
             .arg(dir.path().join("config.yml"))
             .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("docker-registry (the Debian package) must be installed");
+            .stderr(Stdio::from(log));
+        // A test run killed outright (a CI step cut short) runs no Drop: the
+        // registry then ends with the test's thread instead of outliving it.
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+            });
+        }
+        let child = cmd.spawn().expect("docker-registry (the Debian package) must be installed");
         let registry = Registry { child: Some(child), port, dir, auth, tls };
         registry.wait_ready();
         registry
