@@ -216,3 +216,33 @@ fn a_corrupt_new_daemon_is_refused_and_the_old_one_keeps_serving() {
     let current = hand_off(&ws, &[]);
     assert_eq!(stdout(&current).trim(), "current", "the old daemon still runs: {}", stderr(&current));
 }
+
+#[test]
+fn a_hand_off_holds_across_a_restart_of_a_room_started_from_the_daemon_volume() {
+    let ws = Workspace::image(BUSYBOX);
+    ws.up();
+    let room = ws.room_name();
+    let entrypoint = docker_ok(&["inspect", "--format", "{{index .Config.Entrypoint 0}}", &room]);
+    assert_eq!(entrypoint, "/.workroom/dist/workroomd", "a new image room starts its daemon from the volume");
+    let linked = docker_ok(&["exec", &room, "readlink", "/.workroom/bin/workroomd"]);
+    assert_eq!(linked, "/.workroom/dist/workroomd", "the path every exec names leads to the volume's daemon");
+    let first = different_daemon(ws.path(), "first");
+    let out = hand_off(&ws, &["--binary", first.to_str().unwrap()]);
+    assert!(out.status.success(), "hand-off: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "handed off");
+    assert_eq!(entrypoint_digest(&room), digest(&std::fs::read(&first).unwrap()), "installed over the link");
+
+    docker_ok(&["restart", &room]);
+    ws.up();
+    // The volume's daemon started, found the hand-off's binary and ran it.
+    let out = hand_off(&ws, &["--binary", first.to_str().unwrap()]);
+    assert!(out.status.success(), "hand-off after the restart: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "current", "the handed-off daemon serves after a restart");
+    let volume = docker_ok(&[
+        "inspect",
+        "--format",
+        "{{range .Mounts}}{{if eq .Destination \"/.workroom/dist\"}}{{.Name}} {{.RW}}{{end}}{{end}}",
+        &room,
+    ]);
+    assert!(volume.starts_with("workroom-daemon.") && volume.ends_with(" false"), "read-only daemon volume: {volume}");
+}

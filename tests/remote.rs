@@ -199,6 +199,11 @@ fn an_ssh_docker_host_brings_a_room_up_runs_in_it_and_takes_it_down_over_one_ssh
     assert_eq!(result["workspace"]["mode"], "volume", "the far engine cannot see the folder: {result}");
     let id = result["containerId"].as_str().unwrap().to_string();
     assert_eq!(engine.docker_ok(&["inspect", "-f", "{{.State.Running}}", &id]), "true", "made on the far engine");
+    let volumes = engine.docker_ok(&["volume", "ls", "-q"]);
+    assert!(
+        volumes.lines().any(|v| v.starts_with(workroom::room::daemon_volume::PREFIX)),
+        "the far engine's room starts its daemon from that engine's own daemon volume: {volumes}"
+    );
     assert_eq!(room.ws.exec_ok(&["cat", "hello.txt"]), "over ssh\n");
     // stdin, stdout and the exit status pass through the ssh session.
     let out = room.ws.workroom_with_stdin(&["exec", "--", "sh", "-c", "cat; exit 3"], b"piped in\n");

@@ -72,7 +72,7 @@ pub async fn list(as_json: bool, all: bool) -> anyhow::Result<i32> {
             continue;
         }
         let command = c.command.as_deref().unwrap_or("");
-        let words: Vec<String> = if command.starts_with(workroomd::room::DAEMON_PATH) {
+        let words: Vec<String> = if command.split(' ').next().is_some_and(workroomd::room::is_daemon_path) {
             command.split(' ').map(str::to_string).collect()
         } else {
             // Podman lists a container's command without its entrypoint,

@@ -362,6 +362,28 @@ impl CreatePlan {
     }
 }
 
+/// The daemon from the engine's daemon volume (ADR 0002), mounted read-only
+/// at [`room::DIST_DIR`] and started from there, rather than uploaded
+/// before the first start (which costs a new room ~65 ms: the engine mounts
+/// the container's filesystem and unpacks in a chroot, whatever the size).
+/// The volume is the engine's, shared by every room of its daemon: not one
+/// of [`CreatePlan::named_volumes`], which a refused `up` removes.
+pub fn daemon_from_volume(plan: &mut CreatePlan, volume: &str) {
+    if let Some(first) = plan.body.entrypoint.as_mut().and_then(|e| e.first_mut()) {
+        if first == room::DAEMON_PATH {
+            *first = room::DIST_PATH.to_string();
+        }
+    }
+    let host = plan.body.host_config.get_or_insert_with(Default::default);
+    host.mounts.get_or_insert_with(Vec::new).push(bollard::models::Mount {
+        target: Some(room::DIST_DIR.into()),
+        source: Some(volume.into()),
+        typ: Some(bollard::models::MountType::VOLUME),
+        read_only: Some(true),
+        ..Default::default()
+    });
+}
+
 /// Every GPU of the engine, as `--gpus all` asks (unless `runArgs` already
 /// asked for some).
 pub fn request_all_gpus(plan: &mut CreatePlan) {

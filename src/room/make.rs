@@ -13,7 +13,7 @@ use super::creating::{self, PEER_CREATE_WAIT};
 use super::{daemon, image, peers};
 use crate::config::Loaded;
 use crate::engine::{Engine, EngineError};
-use crate::link::RoomLink;
+use crate::link::{RoomLink, RoomLinkError};
 use crate::notices::Notices;
 use crate::plan::metadata::{self, RoomMetadata};
 use crate::plan::peers as peer_plan;
@@ -135,7 +135,21 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
             return Err(e.into());
         }
     };
-    let RoomPlan { mut plan, metadata, peers: peer_setup } = room_plan(making, loaded, &image, &facts).await?;
+    // The daemon from the engine's daemon volume (made and filled once per
+    // engine and daemon) alongside the plan; uploaded when it cannot be had.
+    let (planned, daemon_volume) =
+        tokio::join!(room_plan(making, loaded, &image, &facts), super::daemon_volume::ensure(engine, &daemon));
+    let RoomPlan { mut plan, metadata, peers: peer_setup } = planned?;
+    let daemon_volume = match daemon_volume {
+        Ok(volume) => {
+            crate::plan::create::daemon_from_volume(&mut plan, &volume);
+            Some(volume)
+        }
+        Err(e) => {
+            tracing::warn!("the daemon is uploaded into {name}: no daemon volume ({e:#})");
+            None
+        }
+    };
     plan.body.labels.get_or_insert_with(Default::default).insert(PLATFORM_LABEL.into(), daemon.arch.platform().into());
     crate::plan::workspace::label(&mut plan, &workspace);
     let workspace_target = super::workspace_volume::workspace_mount(loaded).map(|m| m.target).unwrap_or_default();
@@ -152,8 +166,13 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
         }
     }
     let upload_folder = plan.upload_folder();
-    let tar = daemon::upload_tar_into(&daemon.bytes, workroomd::room::DAEMON_PATH, upload_folder)
-        .context("pack the daemon for upload")?;
+    let tar = match daemon_volume {
+        Some(_) => None,
+        None => Some(
+            daemon::upload_tar_into(&daemon.bytes, workroomd::room::DAEMON_PATH, upload_folder)
+                .context("pack the daemon for upload")?,
+        ),
+    };
 
     let mut volumes_before = Vec::new();
     for v in &plan.named_volumes {
@@ -217,8 +236,16 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
                 say.warn(format!("{name}: `workroom sync` will take every file as changed: {e:#}"));
             }
         }
-        engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
-        engine.start(&id).await.map_err(|e| blamed(loaded, e))?;
+        if let Some(tar) = tar {
+            engine.upload(&id, upload_folder, tar).await.context("upload the daemon into the room")?;
+        }
+        engine.start(&id).await.map_err(|e| match &daemon_volume {
+            Some(volume) if super::daemon_volume::start_lacks_daemon(&e.to_string()) => anyhow::anyhow!(
+                "{e}: the daemon volume {volume} holds no daemon (filled elsewhere at the same moment, or emptied); \
+                 `docker volume rm {volume}` once no room uses it, then `up` again"
+            ),
+            _ => blamed(loaded, e),
+        })?;
         started(engine, loaded, &metadata, &id, name).await
     }
     .await;
@@ -402,14 +429,23 @@ pub(super) fn label<'a>(c: &'a ContainerInspectResponse, key: &str) -> Option<&'
     c.config.as_ref()?.labels.as_ref()?.get(key).map(String::as_str)
 }
 
+/// How long after a start the daemon's exec path may still be missing: the
+/// daemon makes it before anything else, in its first milliseconds; past
+/// this the room has no daemon there, and waiting longer will not make one.
+const DAEMON_LINK_WAIT: Duration = Duration::from_secs(3);
+
 /// Connects to the daemon, retrying while it is still starting (the relay
 /// fails until the daemon has bound its socket).
 pub(super) async fn wait_for_daemon(engine: &Engine, id: &str) -> anyhow::Result<RoomLink> {
     let mut wait = Backoff::new(Pace::STARTING, DAEMON_READY_WAIT);
+    let began = std::time::Instant::now();
     loop {
         match RoomLink::connect(engine, id).await {
             Ok(link) => return Ok(link),
             Err(e) if e.is_retryable() && !wait.expired() => {}
+            // A daemon started from the daemon volume links the exec path
+            // to itself first thing; the relay's exec can come sooner.
+            Err(RoomLinkError::NoDaemon { .. }) if began.elapsed() < DAEMON_LINK_WAIT => {}
             // Not the daemon's fault: said as the engine's.
             Err(e) if e.is_engine_stall() => return Err(e.into()),
             Err(e) => return Err(anyhow::Error::new(e).context(format!("the daemon in {id} did not answer"))),
@@ -421,7 +457,6 @@ pub(super) async fn wait_for_daemon(engine: &Engine, id: &str) -> anyhow::Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::RoomLinkError;
 
     #[test]
     fn a_room_is_kept_when_the_engine_stalled_under_its_making_and_removed_when_the_daemon_failed() {

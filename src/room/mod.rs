@@ -6,6 +6,7 @@ pub mod build;
 pub mod compose;
 pub mod creating;
 pub mod daemon;
+pub mod daemon_volume;
 pub mod features;
 mod forwarder;
 pub mod handoff;

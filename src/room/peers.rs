@@ -114,7 +114,7 @@ pub async fn prepare(
 
     let daemon = daemon::for_engine(engine).await?;
     let digest = daemon.digest();
-    let anchor_image = ensure_anchor_image(engine, scope, &daemon.bytes, &digest).await?;
+    let anchor_image = anchor_image_of(engine, scope, &daemon.bytes, &digest).await?;
     let anchor_id = ensure_anchor(engine, &names, &anchor_image, &digest, &mut warnings).await?;
     let owner = ensure_volume(engine, &names, &anchor_image, ids).await?;
     warnings.extend(ensure_registry(&registry, ids)?);
@@ -150,12 +150,13 @@ pub async fn group_rooms(engine: &Engine, names: &Names) -> Result<Vec<Container
 /// from, since it is on every engine workroom has used, without a registry.
 pub(super) async fn daemon_image(engine: &Engine, scope: Option<&str>) -> anyhow::Result<String> {
     let daemon = daemon::for_engine(engine).await?;
-    ensure_anchor_image(engine, scope, &daemon.bytes, &daemon.digest()).await
+    anchor_image_of(engine, scope, &daemon.bytes, &daemon.digest()).await
 }
 
 /// A one-file image: the daemon at its room path, nothing else. Imported,
-/// never pulled, tagged with the daemon's digest.
-async fn ensure_anchor_image(
+/// never pulled, tagged with the daemon's digest. Also what the daemon
+/// volume is filled from (`daemon_volume.rs`), for any daemon's digest.
+pub(super) async fn anchor_image_of(
     engine: &Engine,
     scope: Option<&str>,
     binary: &[u8],

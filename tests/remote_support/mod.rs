@@ -134,8 +134,11 @@ impl SecondEngine {
     }
 
     /// Names of its volumes.
+    /// Its volumes but the daemon volume, which is the engine's (kept for
+    /// every room of its daemon, like the anchor's image) and no room's.
     pub fn volumes(&self) -> Vec<String> {
-        self.docker_ok(&["volume", "ls", "-q"]).lines().map(str::to_string).collect()
+        let daemon = workroom::room::daemon_volume::PREFIX;
+        self.docker_ok(&["volume", "ls", "-q"]).lines().filter(|v| !v.starts_with(daemon)).map(str::to_string).collect()
     }
 
     /// Ids of its containers, running or not.

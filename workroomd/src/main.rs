@@ -22,6 +22,7 @@ mod anchor;
 mod attach;
 mod bootid;
 mod credentials;
+mod dist;
 mod egress;
 mod entrypoints;
 mod filelist;

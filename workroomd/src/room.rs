@@ -1,8 +1,24 @@
 //! Where the daemon lives in a room. One folder at the root that no image
 //! ships, so nothing of the image is shadowed or clashes with it.
 
-/// The daemon binary, uploaded before the container's first start.
+/// The daemon binary every exec names. In a room made from a daemon volume
+/// it is a link to [`DIST_PATH`], made by the daemon at its start, or the
+/// binary a hand-off installed; in other rooms (compose, older rooms) the
+/// binary uploaded before the container's first start.
 pub const DAEMON_PATH: &str = "/.workroom/bin/workroomd";
+/// Where the engine's daemon volume (one per daemon digest, shared by the
+/// rooms, read-only) is mounted: an image or Dockerfile room's entrypoint.
+/// Not `/.workroom/bin`, which a hand-off and the nested-containers
+/// wrapper write to, and which no room may share with another.
+pub const DIST_DIR: &str = "/.workroom/dist";
+/// The daemon in [`DIST_DIR`].
+pub const DIST_PATH: &str = "/.workroom/dist/workroomd";
+
+/// Whether `path` is where a room's daemon is started from: its entrypoint's
+/// first word.
+pub fn is_daemon_path(path: &str) -> bool {
+    path == DAEMON_PATH || path == DIST_PATH
+}
 /// The folder the daemon creates for its socket: 0700, root's.
 pub const RUN_DIR: &str = "/.workroom/run";
 /// The daemon's socket; reached through `docker exec -u root <room> workroomd relay`.

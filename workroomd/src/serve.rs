@@ -95,6 +95,10 @@ pub fn parse_args(args: &[String]) -> Result<Options, ArgsError> {
 
 pub fn run(args: &[String]) -> i32 {
     crate::log::init();
+    // First of all: every exec of the room names DAEMON_PATH.
+    let mut argv = vec!["serve".to_string()];
+    argv.extend_from_slice(args);
+    crate::dist::settle(&argv);
     let options = match parse_args(args) {
         Ok(o) => o,
         Err(e) => {
