@@ -524,3 +524,30 @@ fn curl_and_pip_reach_an_allowed_server_through_the_proxy_and_are_refused_anothe
     assert!(log.iter().any(|e| e["port"] == allowed.port && e["outcome"] == "allowed"), "{log:?}");
     assert!(log.iter().filter(|e| e["port"] == other.port).all(|e| e["outcome"] == "refused"), "{log:?}");
 }
+
+#[test]
+fn on_a_local_engine_each_connection_is_handed_to_the_host_and_rides_the_link_when_the_socket_is_gone() {
+    let a = site("server-a\n");
+    let a = HostServer::http(a.path());
+    let settings = format!("[egress]\nmode = \"allowlist\"\nallow = [\"host.docker.internal:{}\"]\n", a.port);
+    let room = Room::new(serde_json::json!({ "image": DEBIAN }), &settings);
+    room.ok(&["up"]);
+    let url = format!("http://host.docker.internal:{}/", a.port);
+    let fetch = fetch_all(std::slice::from_ref(&url));
+    assert!(line_for(&room.python(&fetch), &url).ends_with("-> 200 server-a"));
+    // Root in the room cannot put anything of its own in the host's folder.
+    let touched = room.workroom(&["exec", "--", "touch", "/.workroom/egress/mine"]);
+    assert!(!touched.status.success(), "the egress socket's folder is read-only in the room");
+
+    // The forwarder's socket gone: the daemon's connect fails, and the
+    // same request goes over the link.
+    let socket = room.state.path().join("workroom/egress").join(format!("{}.d/proxy.sock", room.ws.room_name()));
+    assert!(socket.exists(), "the forwarder listens at {}", socket.display());
+    std::fs::remove_file(&socket).unwrap();
+    assert!(line_for(&room.python(&fetch), &url).ends_with("-> 200 server-a"));
+
+    let via: Vec<String> = room.log().iter().map(|e| e["via"].as_str().unwrap_or("none").to_string()).collect();
+    assert_eq!(via, ["socket", "link"], "how each request came to the host");
+    let log = room.log();
+    assert_eq!(log[0]["received"], log[1]["received"], "both ways count the same answer's bytes: {log:?}");
+}

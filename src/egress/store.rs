@@ -99,6 +99,13 @@ pub fn log_file(room: &str) -> Result<PathBuf, StoreError> {
     Ok(folder()?.join(format!("{room}.log")))
 }
 
+/// The folder holding the room's egress socket, bound read-only into the
+/// room at `workroomd::room::EGRESS_DIR`: a folder of its own, so the room
+/// sees nothing else of the host's.
+pub fn socket_folder(room: &str) -> Result<PathBuf, StoreError> {
+    Ok(folder()?.join(format!("{room}.d")))
+}
+
 /// The room's policy file, or `None` when it has none.
 pub fn read(room: &str) -> Result<Option<Written>, StoreError> {
     read_at(&policy_file(room)?)
@@ -151,6 +158,9 @@ pub fn remove(room: &str) {
         let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_file(rotated(&path));
     }
+    if let Ok(folder) = socket_folder(room) {
+        let _ = std::fs::remove_dir_all(folder);
+    }
 }
 
 fn rotated(path: &Path) -> PathBuf {
@@ -170,6 +180,17 @@ pub enum Outcome {
     /// Allowed, but the dial failed (DNS, refused, timeout), or the
     /// request could not be read.
     Failed,
+}
+
+/// How a request's connection came from the room to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// Its own socket, handed over through the room's egress socket (a
+    /// local engine): the bytes go host to room directly.
+    Socket,
+    /// Its bytes over the daemon's exec link.
+    Link,
 }
 
 /// One line of the log.
@@ -192,6 +213,9 @@ pub struct Entry {
     pub sent: u64,
     pub received: u64,
     pub duration_ms: u64,
+    /// Absent in lines written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
 }
 
 /// Appends `entry` to the room's log, rotating it past [`LOG_CAP`].
@@ -260,6 +284,7 @@ mod tests {
             sent: 0,
             received: 0,
             duration_ms: 0,
+            via: None,
         }
     }
 

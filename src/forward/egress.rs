@@ -15,8 +15,9 @@
 
 use crate::egress::http::{self, Ask, HeadError};
 use crate::egress::policy::{Decision, Policy};
-use crate::egress::store::{self, Entry, Outcome};
+use crate::egress::store::{self, Entry, Outcome, Via};
 use crate::notices::Notices;
+use anyhow::Context as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -24,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use workroomd::proto::{Event, Response, StreamHandle};
 
@@ -87,11 +88,113 @@ impl Live {
     }
 }
 
-/// Serves one proxy connection to its end.
+/// Serves one proxy connection that came as a link stream to its end.
 pub async fn handle(live: &Live, stream: StreamHandle) {
     if stream.reply(Response::Ready).await.is_err() {
         return;
     }
+    serve(live, Client::Link(stream)).await
+}
+
+/// Serves one proxy connection whose socket the daemon handed over
+/// through the room's egress socket ([`serve_socket`]).
+async fn handle_socket(live: &Live, socket: TcpStream) {
+    let _ = socket.set_nodelay(true);
+    serve(live, Client::Socket(socket)).await
+}
+
+/// Where a proxy connection's client is: at the far end of a link stream,
+/// or its own socket, handed over by the daemon.
+enum Client {
+    Link(StreamHandle),
+    Socket(TcpStream),
+}
+
+impl Client {
+    /// The request's head, and any bytes the client sent after it; `None`
+    /// when the client closed before sending a whole head.
+    async fn read_head(&mut self) -> Result<Option<(Ask, Vec<u8>)>, HeadError> {
+        let mut buf = Vec::new();
+        loop {
+            match self {
+                Client::Link(stream) => match stream.recv().await {
+                    Some(Event::Data(bytes)) => buf.extend_from_slice(&bytes),
+                    Some(Event::Stderr(_) | Event::Exit(_)) => continue,
+                    Some(Event::Eof | Event::Reset(_)) | None => return Ok(None),
+                },
+                Client::Socket(socket) => {
+                    let mut chunk = [0u8; 8 * 1024];
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return Ok(None),
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            }
+            if let Some(end) = http::head_end(&buf)? {
+                let ask = http::parse(&buf[..end])?;
+                return Ok(Some((ask, buf.split_off(end))));
+            }
+        }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Client::Link(stream) => stream.send_data(bytes).await.map_err(std::io::Error::other),
+            Client::Socket(socket) => socket.write_all(bytes).await,
+        }
+    }
+
+    /// The proxy's own last answer, then the end.
+    async fn answer(&mut self, bytes: &[u8]) {
+        let _ = self.send(bytes).await;
+        match self {
+            Client::Link(stream) => {
+                let _ = stream.send_eof().await;
+            }
+            Client::Socket(socket) => {
+                let _ = socket.shutdown().await;
+            }
+        }
+    }
+
+    async fn give_up(&mut self, why: &str) {
+        match self {
+            Client::Link(stream) => {
+                let _ = stream.reset(why).await;
+            }
+            Client::Socket(socket) => {
+                let _ = socket.shutdown().await;
+            }
+        }
+    }
+
+    /// Carries bytes both ways between the client and `server` to the end
+    /// of both; counts them into `sent` (to the server) and `received`.
+    async fn carry(self, server: TcpStream, sent: &AtomicU64, received: &AtomicU64) -> Result<(), String> {
+        match self {
+            Client::Link(stream) => {
+                let sent_arc = Arc::new(AtomicU64::new(0));
+                let received_arc = Arc::new(AtomicU64::new(0));
+                let (reader, writer) = server.into_split();
+                let result = workroomd::pipe::splice(
+                    &stream,
+                    Counted { inner: reader, count: received_arc.clone() },
+                    Counted { inner: writer, count: sent_arc.clone() },
+                )
+                .await;
+                sent.fetch_add(sent_arc.load(Ordering::Relaxed), Ordering::Relaxed);
+                received.fetch_add(received_arc.load(Ordering::Relaxed), Ordering::Relaxed);
+                result.map_err(|e| e.to_string())
+            }
+            Client::Socket(client) => {
+                crate::egress::splice::both_ways(client, server, sent, received).await.map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// Serves one proxy connection to its end.
+async fn serve(live: &Live, mut client: Client) {
     let started = Instant::now();
     let time_ms = workroomd::clock::now_ms();
     let mut entry = Entry {
@@ -105,18 +208,21 @@ pub async fn handle(live: &Live, stream: StreamHandle) {
         sent: 0,
         received: 0,
         duration_ms: 0,
+        via: Some(match &client {
+            Client::Link(_) => Via::Link,
+            Client::Socket(_) => Via::Socket,
+        }),
     };
-    let (ask, rest) = match tokio::time::timeout(HEAD_WAIT, read_head(&stream)).await {
+    let (ask, rest) = match tokio::time::timeout(HEAD_WAIT, client.read_head()).await {
         Ok(Ok(Some(read))) => read,
         // The client went away before asking anything: nothing to log.
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
-            let _ = stream.send_data(&http::answer(400, "Bad Request", &format!("workroom: {e}\n"))).await;
-            let _ = stream.send_eof().await;
+            client.answer(&http::answer(400, "Bad Request", &format!("workroom: {e}\n"))).await;
             return;
         }
         Err(_) => {
-            let _ = stream.reset("no request head within the wait").await;
+            client.give_up("no request head within the wait").await;
             return;
         }
     };
@@ -144,49 +250,42 @@ pub async fn handle(live: &Live, stream: StreamHandle) {
     };
     if let Some(reason) = refused {
         let body = refused_body(ask.host(), ask.port(), &reason);
-        let _ = stream.send_data(&http::answer(403, "Forbidden", &body)).await;
-        let _ = stream.send_eof().await;
+        client.answer(&http::answer(403, "Forbidden", &body)).await;
         entry.outcome = Outcome::Refused;
         entry.reason = Some(reason);
         return finish(live, entry, started);
     }
     let exact = matches!(&decision, Decision::Allowed(rule) if names_exactly(rule, ask.host()));
-    let tcp = match tokio::time::timeout(DIAL_WAIT, dial(ask.host(), ask.port(), exact)).await {
+    let mut tcp = match tokio::time::timeout(DIAL_WAIT, dial(ask.host(), ask.port(), exact)).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(failure)) => return fail(live, &stream, entry, started, failure).await,
+        Ok(Err(failure)) => return fail(live, &mut client, entry, started, failure).await,
         Err(_) => {
             let failure = DialFailure::Other(format!("no answer within {} s", DIAL_WAIT.as_secs()));
-            return fail(live, &stream, entry, started, failure).await;
+            return fail(live, &mut client, entry, started, failure).await;
         }
     };
     let _ = tcp.set_nodelay(true);
-    let (reader, mut writer) = tcp.into_split();
     let first = match &ask {
         Ask::Connect { .. } => {
-            if stream.send_data(http::ESTABLISHED).await.is_err() {
+            if client.send(http::ESTABLISHED).await.is_err() {
                 return;
             }
             rest
         }
         Ask::Forward { head, .. } => [head.as_slice(), &rest].concat(),
     };
-    if writer.write_all(&first).await.is_err() {
+    if tcp.write_all(&first).await.is_err() {
         entry.reason = Some("the server closed the connection".into());
         return finish(live, entry, started);
     }
-    let sent = Arc::new(AtomicU64::new(first.len() as u64));
-    let received = Arc::new(AtomicU64::new(0));
-    let result = workroomd::pipe::splice(
-        &stream,
-        Counted { inner: reader, count: received.clone() },
-        Counted { inner: writer, count: sent.clone() },
-    )
-    .await;
+    let sent = AtomicU64::new(first.len() as u64);
+    let received = AtomicU64::new(0);
+    let result = client.carry(tcp, &sent, &received).await;
     entry.outcome = Outcome::Allowed;
     entry.sent = sent.load(Ordering::Relaxed);
     entry.received = received.load(Ordering::Relaxed);
     if let Err(e) = result {
-        entry.reason = Some(e.to_string());
+        entry.reason = Some(e);
     }
     finish(live, entry, started)
 }
@@ -198,15 +297,14 @@ fn finish(live: &Live, mut entry: Entry, started: Instant) {
     }
 }
 
-async fn fail(live: &Live, stream: &StreamHandle, mut entry: Entry, started: Instant, failure: DialFailure) {
+async fn fail(live: &Live, client: &mut Client, mut entry: Entry, started: Instant, failure: DialFailure) {
     let reason = failure.to_string();
     let body = format!("workroom: cannot reach {}:{} from the host: {reason}\n", entry.host, entry.port);
     let answer = match failure {
         DialFailure::HostLocal(_) => http::answer(403, "Forbidden", &body),
         _ => http::answer(502, "Bad Gateway", &body),
     };
-    let _ = stream.send_data(&answer).await;
-    let _ = stream.send_eof().await;
+    client.answer(&answer).await;
     entry.outcome = if matches!(failure, DialFailure::HostLocal(_)) { Outcome::Refused } else { Outcome::Failed };
     entry.reason = Some(reason);
     finish(live, entry, started)
@@ -223,23 +321,89 @@ fn refused_body(host: &str, port: u16, reason: &str) -> String {
     )
 }
 
-/// The request's head, and any bytes the client sent after it; `None`
-/// when the client closed before sending a whole head.
-async fn read_head(stream: &StreamHandle) -> Result<Option<(Ask, Vec<u8>)>, HeadError> {
-    let mut buf = Vec::new();
-    loop {
-        match stream.recv().await {
-            Some(Event::Data(bytes)) => {
-                buf.extend_from_slice(&bytes);
-                if let Some(end) = http::head_end(&buf)? {
-                    let ask = http::parse(&buf[..end])?;
-                    return Ok(Some((ask, buf.split_off(end))));
+/// Most connections the room's egress socket carries at once: each holds
+/// two sockets and two pipes of ours. Past it a connection is closed
+/// unanswered, rather than the forwarder running out of descriptors for
+/// the room's other work.
+const MAX_HANDED_OVER: usize = 1024;
+
+/// Listens on the room's egress socket (`store::socket_folder`, which the
+/// room has bound read-only where it was made on an engine that sees this
+/// host's folders): the daemon hands each proxy connection's own socket
+/// over, and it is served as one from the link. A socket a forwarder
+/// before this one left is replaced. The task ends when aborted.
+pub fn serve_socket(live: Arc<Live>, room: &str) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = store::socket_folder(room)?;
+    std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)))
+        .with_context(|| format!("make the egress socket's folder {}", folder.display()))?;
+    let path = folder.join(SOCKET_NAME);
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path)
+        .with_context(|| format!("listen on the egress socket {}", path.display()))?;
+    let limit = Arc::new(tokio::sync::Semaphore::new(MAX_HANDED_OVER));
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((conn, _)) = listener.accept().await else { continue };
+            let Ok(permit) = limit.clone().try_acquire_owned() else { continue };
+            let live = live.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                if let Ok(Ok(Some(socket))) = tokio::time::timeout(HEAD_WAIT, handed_over(&conn)).await {
+                    drop(conn);
+                    handle_socket(&live, socket).await;
+                }
+            });
+        }
+    }))
+}
+
+/// The socket's name in its folder; the room's `workroomd::room::EGRESS_SOCKET`.
+const SOCKET_NAME: &str = "proxy.sock";
+
+/// The TCP socket the daemon sent on `conn`, if it sent one. Anything else
+/// it could send (a file, a pipe, another kind of socket: root in the room
+/// can send what it likes) is closed unread.
+async fn handed_over(conn: &tokio::net::UnixStream) -> std::io::Result<Option<TcpStream>> {
+    use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags, SockType, SockaddrLike, SockaddrStorage};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let fds: Vec<OwnedFd> = loop {
+        conn.readable().await?;
+        let received = conn.try_io(tokio::io::Interest::READABLE, || {
+            let mut byte = [0u8; 1];
+            let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+            let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+            let msg = socket::recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+                .map_err(std::io::Error::from)?;
+            let mut fds = Vec::new();
+            for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
+                if let ControlMessageOwned::ScmRights(raw) = cmsg {
+                    // SAFETY: the kernel just gave us these descriptors;
+                    // nothing else owns them.
+                    fds.extend(raw.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
                 }
             }
-            Some(Event::Stderr(_) | Event::Exit(_)) => {}
-            Some(Event::Eof | Event::Reset(_)) | None => return Ok(None),
+            Ok(fds)
+        });
+        match received {
+            Ok(fds) => break fds,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
         }
+    };
+    let Some(fd) = fds.into_iter().next() else { return Ok(None) };
+    let stream = socket::getsockopt(&fd, sockopt::SockType).ok() == Some(SockType::Stream);
+    let inet = socket::getsockname::<SockaddrStorage>(fd.as_raw_fd())
+        .ok()
+        .and_then(|a| a.family())
+        .is_some_and(|f| matches!(f, socket::AddressFamily::Inet | socket::AddressFamily::Inet6));
+    if !(stream && inet) {
+        return Ok(None);
     }
+    let socket = std::net::TcpStream::from(fd);
+    socket.set_nonblocking(true)?;
+    Ok(Some(TcpStream::from_std(socket)?))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -107,6 +107,19 @@ pub async fn run(engine: &Engine, plan: Plan) -> anyhow::Result<i32> {
         true => Some(Arc::new(egress::Live::new(&plan.room, log.clone())?)),
         false => None,
     };
+    // The room's egress socket, when it has one bound: each connection
+    // comes here itself, not over the link. Served across the room's
+    // restarts; said in the log when it cannot be (the link still carries).
+    let _handed_over = match &live {
+        Some(live) => match egress::serve_socket(live.clone(), &plan.room) {
+            Ok(task) => Some(AbortOnDrop(task)),
+            Err(e) => {
+                log.warn(format!("{}: egress connections ride the link: {e:#}", plan.room));
+                None
+            }
+        },
+        None => None,
+    };
     let proxied = offer_egress(&room_link, &plan).await;
     if listeners.is_empty() && !offered && !proxied {
         let why: Vec<&str> = states.iter().map(|s| s.state.as_str()).collect();
@@ -466,5 +479,14 @@ pub fn room_env(room: &str) -> Vec<(String, String)> {
         vec![("SSH_AUTH_SOCK".to_string(), room::AGENT_SOCKET.to_string())]
     } else {
         Vec::new()
+    }
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -114,6 +114,17 @@ pub fn apply(plan: &mut CreatePlan, mode: Mode) -> Result<Vec<String>, EgressPla
     Ok(warnings)
 }
 
+/// An `allowlist` room on an engine that sees this host's folders: the
+/// host's egress socket folder (`egress::store::socket_folder`) bound
+/// read-only at [`workroomd::room::EGRESS_DIR`], through which the daemon
+/// hands each proxy connection to the host. A `Binds` entry, which the
+/// engine makes when missing (a start after the folder was removed still
+/// starts; the connections then ride the link).
+pub fn bind_socket_folder(plan: &mut CreatePlan, host_folder: &str) {
+    let host = plan.body.host_config.get_or_insert_with(Default::default);
+    host.binds.get_or_insert_with(Vec::new).push(format!("{host_folder}:{}:ro", workroomd::room::EGRESS_DIR));
+}
+
 /// The mode a room was made in, from its labels (none: `open`).
 pub fn mode_of(labels: Option<&std::collections::HashMap<String, String>>) -> Mode {
     match labels.and_then(|l| l.get(EGRESS_LABEL)).map(String::as_str) {

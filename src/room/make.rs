@@ -165,6 +165,20 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
             say.warn(format!("{name}: {w}"));
         }
     }
+    if options.egress == crate::egress::policy::Mode::Allowlist && !workspace.in_volume() {
+        match crate::egress::store::socket_folder(name) {
+            Ok(folder) => {
+                use std::os::unix::fs::PermissionsExt;
+                let made = std::fs::create_dir_all(&folder)
+                    .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)));
+                match made {
+                    Ok(()) => crate::plan::egress::bind_socket_folder(&mut plan, &folder.display().to_string()),
+                    Err(e) => say.warn(format!("{name}: egress rides the link ({}: {e})", folder.display())),
+                }
+            }
+            Err(e) => say.warn(format!("{name}: egress rides the link ({e})")),
+        }
+    }
     let upload_folder = plan.upload_folder();
     let tar = match daemon_volume {
         Some(_) => None,

@@ -1,6 +1,8 @@
 //! The room's egress proxy, for rooms in `allowlist` mode: a listener on
-//! the room's loopback whose connections go, byte for byte, to the host
-//! link that offered egress ([`Request::OfferEgress`]).
+//! the room's loopback whose connections go to the host that offered
+//! egress ([`Request::OfferEgress`]): each connection's own socket through
+//! the host's egress socket when the room has one (a local engine), else
+//! its bytes, as they are, over the host's link.
 //!
 //! Nothing is decided here. The host reads each request, checks it
 //! against the room's policy and dials; the room has no route out of its
@@ -17,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use workroomd::pipe;
 use workroomd::proto::{Link, Request, Response, StreamHandle};
+use workroomd::room;
 
 use crate::state::State;
 
@@ -109,6 +112,11 @@ async fn serve(state: Arc<State>, listener: TcpListener) {
 
 async fn connection(state: Arc<State>, mut conn: TcpStream) {
     let _ = conn.set_nodelay(true);
+    // The host's socket first: the connection itself goes to the host,
+    // which then carries its bytes with no exec stream between.
+    if hand_to_host(&conn).await.is_ok() {
+        return;
+    }
     let Some(link) = state.egress.current_link() else {
         let _ = conn.write_all(NO_HOST.as_bytes()).await;
         let _ = conn.shutdown().await;
@@ -125,5 +133,29 @@ async fn connection(state: Arc<State>, mut conn: TcpStream) {
     let (reader, writer) = conn.into_split();
     if let Err(e) = pipe::splice(&stream, reader, writer).await {
         tracing::debug!("egress proxy: {e}");
+    }
+}
+
+/// Sends `conn`'s descriptor to the host's egress socket, when the room
+/// has one ([`room::EGRESS_SOCKET`]) and a forwarder listens there. Our
+/// copy closes when `conn` drops; the host's stays. Any failure (no such
+/// socket, nobody listening) leaves the connection to the link.
+async fn hand_to_host(conn: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let host = tokio::net::UnixStream::connect(room::EGRESS_SOCKET).await?;
+    let fds = [conn.as_raw_fd()];
+    let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
+    let iov = [std::io::IoSlice::new(b"c")];
+    loop {
+        host.writable().await?;
+        let sent = host.try_io(tokio::io::Interest::WRITABLE, || {
+            nix::sys::socket::sendmsg::<()>(host.as_raw_fd(), &iov, &cmsg, nix::sys::socket::MsgFlags::empty(), None)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
     }
 }

@@ -14,6 +14,15 @@ pub const DIST_DIR: &str = "/.workroom/dist";
 /// The daemon in [`DIST_DIR`].
 pub const DIST_PATH: &str = "/.workroom/dist/workroomd";
 
+/// Where an `allowlist` room on an engine that sees this host's folders has
+/// its host forwarder's egress socket: a folder of the host's, bound
+/// read-only. The daemon hands each proxy connection's socket to the host
+/// through it (`SCM_RIGHTS`), so the bytes go host to room with no exec
+/// stream between; without it they ride the link.
+pub const EGRESS_DIR: &str = "/.workroom/egress";
+/// The socket in [`EGRESS_DIR`].
+pub const EGRESS_SOCKET: &str = "/.workroom/egress/proxy.sock";
+
 /// Whether `path` is where a room's daemon is started from: its entrypoint's
 /// first word.
 pub fn is_daemon_path(path: &str) -> bool {
