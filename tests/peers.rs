@@ -340,6 +340,60 @@ fn rooms_brought_up_at_once_in_a_new_group_all_join_it() {
     }
 }
 
+/// Ten rooms of a new group at once, as agents started side by side bring
+/// them up: every `up` succeeds and joins, the engine holds one anchor, and
+/// the group's socket volume is initialised once (each `up` used to find no
+/// volume and run the initialising job: ten throwaway containers).
+#[test]
+fn ten_rooms_brought_up_at_once_in_a_new_group_make_one_anchor_and_initialise_its_volume_once() {
+    const ROOMS: usize = 10;
+    let scope = PeerScope::new("ten");
+    // Events are asked for after the fact, from a second before the ups.
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 1;
+    let rooms: Vec<Workspace> = (0..ROOMS).map(|_| scope.workspace(serde_json::json!({ "image": BUSYBOX }))).collect();
+    let ups: Vec<_> = rooms
+        .iter()
+        .map(|ws| {
+            let cmd = ws.command(&["up"]);
+            std::thread::spawn(move || output_within(cmd, None))
+        })
+        .collect();
+    for up in ups {
+        let out = up.join().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("without peer messaging"), "{}", stderr(&out));
+    }
+    let scoped = format!("label=workroom.scope={}", scope.scope);
+    // By name: a container inherits its image's labels, and the anchor
+    // image carries the scope of whoever imported it, so another scope's
+    // anchor may carry this one's scope label.
+    let named = format!("name=^{}$", scope.anchor("default", 0));
+    let anchors = docker_ok(&["ps", "-aq", "--filter", &named, "--filter", "label=workroom.role=peer-anchor"]);
+    assert_eq!(anchors.split_whitespace().count(), 1, "one anchor: {anchors}");
+    let anchor_id = inspect(&scope.anchor("default", 0), "{{.Id}}");
+    for ws in &rooms {
+        let pid_mode = inspect(&room_in(ws, "default"), "{{.HostConfig.PidMode}}");
+        assert_eq!(pid_mode, format!("container:{anchor_id}"), "every room in the anchor's namespace");
+    }
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 1;
+    let inits = docker_ok(&[
+        "events",
+        "--since",
+        &since.to_string(),
+        "--until",
+        &until.to_string(),
+        "--filter",
+        &scoped,
+        "--filter",
+        "label=workroom.job=peer-volume-init",
+        "--filter",
+        "event=create",
+        "--format",
+        "{{.ID}}",
+    ]);
+    assert_eq!(inits.split_whitespace().count(), 1, "the volume initialised once: {inits}");
+}
+
 #[test]
 fn a_missing_remote_or_container_user_with_peers_on_is_refused_in_one_line_without_a_peer_messaging_warning() {
     for property in ["remoteUser", "containerUser"] {

@@ -18,6 +18,10 @@
 //! name (`workroom.creator_host`), and a room another host is making is
 //! waited for, never taken over.
 //!
+//! The same lock, keyed by a peer group's anchor name or by the anchor
+//! image's, lets one of the `up`s of this host that find them missing
+//! make a group's shared objects while the others wait (`peers.rs`).
+//!
 //! Lock files are left in place: removing a lock file someone may be about
 //! to lock would let two holders lock two different files.
 

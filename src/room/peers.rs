@@ -6,7 +6,7 @@
 //! Nothing here may block `up`: when the anchor or the volume cannot be made,
 //! the caller creates the room without peers and says why.
 
-use super::daemon;
+use super::{creating, daemon};
 use crate::engine::{Engine, EngineError};
 use crate::link::RoomLink;
 use crate::plan::labels;
@@ -115,8 +115,7 @@ pub async fn prepare(
     let daemon = daemon::for_engine(engine).await?;
     let digest = daemon.digest();
     let anchor_image = anchor_image_of(engine, scope, &daemon.bytes, &digest).await?;
-    let anchor_id = ensure_anchor(engine, &names, &anchor_image, &digest, &mut warnings).await?;
-    let owner = ensure_volume(engine, &names, &anchor_image, ids).await?;
+    let (anchor_id, owner) = ensure_group(engine, &names, &anchor_image, &digest, ids, &mut warnings).await?;
     warnings.extend(ensure_registry(&registry, ids)?);
     Ok(Prepared {
         join: PeerJoin {
@@ -153,6 +152,11 @@ pub(super) async fn daemon_image(engine: &Engine, scope: Option<&str>) -> anyhow
     anchor_image_of(engine, scope, &daemon.bytes, &daemon.digest()).await
 }
 
+/// How long an `up` waits for another of this host importing the anchor
+/// image (a 2 MB tar: well under a second on a healthy engine); past this
+/// it imports the image itself.
+const IMPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A one-file image: the daemon at its room path, nothing else. Imported,
 /// never pulled, tagged with the daemon's digest. Also what the daemon
 /// volume is filled from (`daemon_volume.rs`), for any daemon's digest.
@@ -163,6 +167,13 @@ pub(super) async fn anchor_image_of(
     digest: &str,
 ) -> anyhow::Result<String> {
     let image = format!("{}:{digest}", peers::ANCHOR_REPO);
+    if engine.inspect_image(&image).await?.is_some() {
+        return Ok(image);
+    }
+    // Ups at once on an engine that lacks it would each import it, and
+    // every import but the last would be left untagged: one imports, under
+    // a lock of this host's, and the others find its image.
+    let _importing = creating::wait_to_make(&format!("{}-{digest}", peers::ANCHOR_REPO), IMPORT_WAIT).await;
     if engine.inspect_image(&image).await?.is_some() {
         return Ok(image);
     }
@@ -180,6 +191,57 @@ pub(super) async fn anchor_image_of(
         bail!("the engine imported the anchor image but did not name it {image}; it was removed");
     }
     Ok(image)
+}
+
+/// The group's anchor, running, and its socket volume, initialised: the
+/// anchor's id and the volume's owner. Rooms of a new group brought up at
+/// once (agents started side by side) each found no volume and each ran
+/// the job that initialises it, ten throwaway containers where one was
+/// due, on the engine all ten rooms wait on. So what is missing is made
+/// under the group's lock on this host (the creator lock, keyed by the
+/// anchor's name), and the others wait for it and find it made; an `up`
+/// that finds the group made, with nobody making it, takes no lock and
+/// makes the same two engine calls as before. Other hosts still race, as
+/// the engine's refusals allow (`create_anchor`).
+async fn ensure_group(
+    engine: &Engine,
+    names: &Names,
+    image: &str,
+    digest: &str,
+    ids: (u32, u32),
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(String, String)> {
+    if let Some(made) = made_group(engine, names, digest).await? {
+        return Ok(made);
+    }
+    let _making = creating::wait_to_make(&names.anchor, creating::PEER_CREATE_WAIT).await;
+    let anchor_id = ensure_anchor(engine, names, image, digest, warnings).await?;
+    let owner = ensure_volume(engine, names, image, ids).await?;
+    Ok((anchor_id, owner))
+}
+
+/// The group as [`ensure_group`] leaves it, when it is so already: the
+/// anchor running this build's daemon, the volume there, and no `up` of
+/// this host making either (a volume whose initialising job still runs
+/// is there before it is ready).
+async fn made_group(engine: &Engine, names: &Names, digest: &str) -> anyhow::Result<Option<(String, String)>> {
+    let Some(anchor) = engine.inspect_container(&names.anchor).await?.map(|c| AnchorFacts::of(&c)) else {
+        return Ok(None);
+    };
+    if peers::anchor_action(Some(&anchor), digest, &[]) != AnchorAction::Use {
+        return Ok(None);
+    }
+    let Some(volume) = engine.volume_labels(&names.volume).await? else { return Ok(None) };
+    if matches!(creating::try_lock(&names.anchor), creating::Lock::Busy) {
+        return Ok(None);
+    }
+    Ok(Some((anchor.id, owner_of(&volume))))
+}
+
+/// The owner a socket volume's label records; one made by hand or by an
+/// older workroom has no record.
+fn owner_of(volume_labels: &HashMap<String, String>) -> String {
+    volume_labels.get(peers::OWNER_LABEL).cloned().unwrap_or_else(|| "unknown".into())
 }
 
 /// The group's anchor container, running; returns its id.
@@ -292,8 +354,7 @@ async fn holders(engine: &Engine, names: &Names, anchor: &AnchorFacts) -> anyhow
 /// a real not-found is absent). Returns the owner it has.
 async fn ensure_volume(engine: &Engine, names: &Names, anchor_image: &str, ids: (u32, u32)) -> anyhow::Result<String> {
     if let Some(existing) = engine.volume_labels(&names.volume).await? {
-        // Made by hand or by an older workroom: no record of its owner.
-        return Ok(existing.get(peers::OWNER_LABEL).cloned().unwrap_or_else(|| "unknown".into()));
+        return Ok(owner_of(&existing));
     }
     let owner = peers::owner_label(ids);
     let mut volume_labels: HashMap<String, String> = peers::group_labels(names).into_iter().collect();
