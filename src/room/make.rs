@@ -135,7 +135,8 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
             return Err(e.into());
         }
     };
-    let RoomPlan { mut plan, metadata, peers: peer_setup } = room_plan(making, loaded, &image, &facts).await?;
+    let RoomPlan { mut plan, metadata, peers: peer_setup } =
+        room_plan(making, loaded, &image, &facts, crate::plan::egress::RoomNetwork::Nothing).await?;
     plan.body.labels.get_or_insert_with(Default::default).insert(PLATFORM_LABEL.into(), daemon.arch.platform().into());
     crate::plan::workspace::label(&mut plan, &workspace);
     let workspace_target = super::workspace_volume::workspace_mount(loaded).map(|m| m.target).unwrap_or_default();
@@ -288,6 +289,7 @@ pub(super) async fn room_plan(
     loaded: &Loaded,
     image: &str,
     facts: &create::ImageFacts,
+    network: crate::plan::egress::RoomNetwork<'_>,
 ) -> anyhow::Result<RoomPlan> {
     let Making { engine, name, options, scope, say, .. } = *making;
     let metadata = metadata::for_new_room(loaded, image, facts.metadata.as_deref(), &[]);
@@ -335,7 +337,8 @@ pub(super) async fn room_plan(
         say.warn(format!("{name}: {w}"));
     }
     let config = loaded.config_path.display().to_string();
-    for w in crate::plan::egress::apply(&mut plan, options.egress).map_err(|e| anyhow::anyhow!("{config}: {e}"))? {
+    let egress = crate::plan::egress::apply_on(&mut plan, options.egress, network);
+    for w in egress.map_err(|e| anyhow::anyhow!("{config}: {e}"))? {
         say.warn(format!("{name}: {w}"));
     }
     // Before the create: when the engine refuses what metadata asked for
