@@ -7,8 +7,10 @@
 //! Making: `compose config` (the project as compose reads it) → the
 //! service's image (built or pulled by compose) → the room's plan, as for
 //! an image room → the override file, in workroom's state folder →
-//! `compose up --no-start` → the daemon uploaded into the created service
-//! container → `compose up -d --no-recreate`. A refused `up` removes every
+//! `compose up --no-start` → (egress `allowlist` or `none`: the project's
+//! network checked to be what was asked, `plan/compose/egress.rs`) → the
+//! daemon uploaded into the created service container → `compose up -d
+//! --no-recreate`. A refused `up` removes every
 //! container, network and volume of the project that was not there before.
 //!
 //! The override names the service's container after the room, so every
