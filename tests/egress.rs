@@ -27,9 +27,14 @@ struct HostServer {
 impl HostServer {
     /// `python3 -m http.server` serving `dir` on a free loopback port.
     fn http(dir: &Path) -> HostServer {
+        HostServer::http_on(dir, "127.0.0.1")
+    }
+
+    /// The same on `bind` (`0.0.0.0`: every address of the host's).
+    fn http_on(dir: &Path, bind: &str) -> HostServer {
         let port = free_port();
         let child = Command::new("python3")
-            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+            .args(["-m", "http.server", &port.to_string(), "--bind", bind, "--directory"])
             .arg(dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -550,4 +555,226 @@ fn on_a_local_engine_each_connection_is_handed_to_the_host_and_rides_the_link_wh
     assert_eq!(via, ["socket", "link"], "how each request came to the host");
     let log = room.log();
     assert_eq!(log[0]["received"], log[1]["received"], "both ways count the same answer's bytes: {log:?}");
+}
+
+/// A compose room in a workspace of its own: `.devcontainer/` holds
+/// devcontainer.json and docker-compose.yml (`app`, the room, and what
+/// `siblings` adds), `.workroom.toml` the egress settings, and the state
+/// folder (override file, policy, log) is the test's. `down` on drop, then
+/// whatever of the project is left, by compose's label.
+struct ComposeRoom {
+    dir: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+/// The room's service: the debian fixture, the workspace at `/workspace`.
+const COMPOSE_APP: &str = "  app:\n    image: workroom-fixture/debian:bookworm\n    command: sleep infinity\n    \
+                           volumes: [\"..:/workspace\"]\n    labels: [\"workroom.test=1\"]\n";
+/// A sibling: busybox httpd serving `/etc` on 8080, so the room fetches
+/// `/hostname` by the service's name.
+const COMPOSE_DB: &str = "  db:\n    image: workroom-fixture/busybox:1\n    \
+                          command: [\"httpd\", \"-f\", \"-p\", \"8080\", \"-h\", \"/etc\"]\n    \
+                          labels: [\"workroom.test=1\"]\n";
+
+impl ComposeRoom {
+    fn new(services: &str, egress: &str) -> ComposeRoom {
+        let dir = tempfile::Builder::new().prefix("wr-egress-compose-").tempdir().unwrap();
+        let folder = dir.path().join(".devcontainer");
+        std::fs::create_dir(&folder).unwrap();
+        let config = serde_json::json!({
+            "dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace",
+        });
+        std::fs::write(folder.join("devcontainer.json"), config.to_string()).unwrap();
+        std::fs::write(folder.join("docker-compose.yml"), format!("services:\n{services}")).unwrap();
+        std::fs::write(dir.path().join(".workroom.toml"), format!("peer_messaging = false\n{egress}")).unwrap();
+        ComposeRoom { dir, state: tempfile::tempdir().unwrap() }
+    }
+
+    /// `<folder>_devcontainer`, as compose names it.
+    fn project(&self) -> String {
+        format!("{}_devcontainer", self.dir.path().file_name().unwrap().to_string_lossy().to_lowercase())
+    }
+
+    fn workroom(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(workroom_bin());
+        let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        cmd.args(&args[..split]).arg("--workspace-folder").arg(self.dir.path()).args(&args[split..]);
+        let home = self.state.path();
+        cmd.env("XDG_STATE_HOME", home).env("XDG_CONFIG_HOME", home).env_remove("SSH_AUTH_SOCK");
+        output_within(cmd, None)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.workroom(args);
+        assert!(out.status.success(), "workroom {args:?}: {}{}", stdout(&out), stderr(&out));
+        stdout(&out)
+    }
+
+    /// `kind` (`ps -a`, `network ls`) of the project, by compose's label.
+    fn objects(&self, kind: &[&str]) -> Vec<String> {
+        let filter = format!("label=com.docker.compose.project={}", self.project());
+        let mut args = kind.to_vec();
+        args.extend(["-q", "--filter", &filter]);
+        docker_ok(&args).lines().map(str::to_string).collect()
+    }
+
+    /// The container of service `service`.
+    fn service(&self, service: &str) -> String {
+        let filter = format!("label=com.docker.compose.service={service}");
+        let project = format!("label=com.docker.compose.project={}", self.project());
+        docker_ok(&["ps", "-q", "--filter", &project, "--filter", &filter])
+    }
+}
+
+impl Drop for ComposeRoom {
+    fn drop(&mut self) {
+        let _ = self.workroom(&["down"]);
+        for id in self.objects(&["ps", "-a"]) {
+            let _ = docker(&["rm", "-f", "-v", &id]);
+        }
+        for id in self.objects(&["network", "ls"]) {
+            let _ = docker(&["network", "rm", &id]);
+        }
+    }
+}
+
+/// A python program run as root in a room: a TCP connect to each address,
+/// all at once (`ADDR connected`, or `ADDR errno N`), then whether a
+/// packet socket, which hand-made frames need, can be made.
+fn direct_attempts(addresses: &[(String, u16)]) -> String {
+    format!(
+        "import socket, os, threading\n\
+         print('uid', os.getuid())\n\
+         said = {{}}\n\
+         def attempt(addr):\n\
+         \x20   s = socket.socket(); s.settimeout(8)\n\
+         \x20   try:\n\
+         \x20       s.connect(addr); said[addr] = 'connected'\n\
+         \x20   except OSError as e:\n\
+         \x20       said[addr] = 'errno %s' % e.errno\n\
+         ts = [threading.Thread(target=attempt, args=(a,)) for a in {addresses:?}]\n\
+         [t.start() for t in ts]; [t.join() for t in ts]\n\
+         for addr in {addresses:?}:\n\
+         \x20   print(addr[0], said[addr])\n\
+         try:\n\
+         \x20   socket.socket(socket.AF_PACKET, socket.SOCK_RAW); print('packet socket made')\n\
+         except OSError as e:\n\
+         \x20   print('packet socket errno', e.errno)\n"
+    )
+}
+
+/// The host's first address (`hostname -I`).
+fn host_address() -> String {
+    let out = String::from_utf8(Command::new("hostname").arg("-I").output().unwrap().stdout).unwrap();
+    out.split_whitespace().next().expect("the host has an address").to_string()
+}
+
+/// What no service of an egress-held project may reach: the project
+/// network's gateway, the engine's default bridge, the host's address
+/// (`port` is a host server listening on every address) and 8.8.8.8.
+fn outside(room: &ComposeRoom, port: u16) -> Vec<(String, u16)> {
+    let network = format!("{}_default", room.project());
+    let gateway = docker_ok(&["network", "inspect", &network, "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"]);
+    assert!(!gateway.is_empty(), "{network} names its gateway");
+    vec![(gateway, port), (bridge_gateway(), port), (host_address(), port), ("8.8.8.8".to_string(), 53)]
+}
+
+/// EHOSTUNREACH (113: no one answers for the gateway on a bridge where
+/// the host has no address) or ENETUNREACH (101).
+fn unreachable(line: &str) -> bool {
+    line.ends_with(" errno 113") || line.ends_with(" errno 101")
+}
+
+#[test]
+fn a_compose_room_in_allowlist_mode_reaches_its_sibling_by_name_and_the_host_only_through_the_proxy() {
+    let (a, b) = (site("server-a\n"), site("server-b\n"));
+    let (a, b) = (HostServer::http(a.path()), HostServer::http(b.path()));
+    // One more, on every address of the host, for the direct attempts.
+    let wide = site("wide-open\n");
+    let wide = HostServer::http_on(wide.path(), "0.0.0.0");
+    let room = ComposeRoom::new(
+        &format!("{COMPOSE_APP}{COMPOSE_DB}"),
+        &format!("[egress]\nmode = \"allowlist\"\nallow = [\"host.docker.internal:{}\"]\n", a.port),
+    );
+    room.ok(&["up"]);
+    let network = format!("{}_default", room.project());
+    let made = docker_ok(&["network", "inspect", &network, "-f", "{{.Internal}} {{.EnableIPv6}} {{json .Options}}"]);
+    assert_eq!(made, "true false {\"com.docker.network.bridge.inhibit_ipv4\":\"true\"}");
+
+    let env = room.ok(&["exec", "--", "sh", "-c", "echo $NO_PROXY"]);
+    assert_eq!(env.trim(), "localhost,127.0.0.1,::1,app,db");
+    // The sibling directly, by name (NO_PROXY); the host through the proxy.
+    let urls = [
+        "http://db:8080/hostname".to_string(),
+        format!("http://host.docker.internal:{}/", a.port),
+        format!("http://host.docker.internal:{}/", b.port),
+    ];
+    let out = room.ok(&["exec", "--", "python3", "-c", &fetch_all(&urls)]);
+    assert!(line_for(&out, &urls[0]).contains("-> 200 "), "{out}");
+    assert!(line_for(&out, &urls[1]).ends_with("-> 200 server-a"), "{out}");
+    assert!(line_for(&out, &urls[2]).contains("-> 403"), "{out}");
+    let log: Vec<serde_json::Value> =
+        room.ok(&["egress", "log", "--json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(log.iter().all(|e| e["host"] != "db"), "the sibling is not reached through the proxy: {log:?}");
+
+    // Root in the room, directly: no route to anything outside.
+    let targets = outside(&room, wide.port);
+    let out = room.ok(&["exec", "--", "python3", "-c", &direct_attempts(&targets)]);
+    assert!(out.starts_with("uid 0\n"), "{out}");
+    for (address, _) in &targets {
+        let line = out.lines().find(|l| l.starts_with(&format!("{address} "))).unwrap_or_default();
+        assert!(unreachable(line), "{address}: {out}");
+    }
+    assert!(out.contains("packet socket errno 1"), "NET_RAW is dropped: {out}");
+
+    // The sibling cannot get out either, nor make frames of its own.
+    let db = room.service("db");
+    let tries: Vec<String> =
+        targets.iter().map(|(a, p)| format!("(nc -w 8 {a} {p} </dev/null && echo {a} reached) &")).collect();
+    let tried = docker(&["exec", &db, "sh", "-c", &format!("{} wait", tries.join(" "))]);
+    assert!(tried.status.success(), "{}", stderr(&tried));
+    assert_eq!(stdout(&tried), "", "the sibling reached an address outside");
+    assert_eq!(stderr(&tried).matches("can't connect").count(), targets.len(), "{}", stderr(&tried));
+    let caps = docker_ok(&["exec", &db, "grep", "CapEff", "/proc/self/status"]);
+    let eff = u64::from_str_radix(caps.split_whitespace().last().unwrap(), 16).unwrap();
+    // CAP_NET_RAW is bit 13.
+    assert_eq!(eff & (1 << 13), 0, "the sibling has no NET_RAW: {caps}");
+
+    room.ok(&["down"]);
+    assert_eq!(room.objects(&["network", "ls"]), Vec::<String>::new(), "down removes the project's network");
+}
+
+#[test]
+fn a_compose_room_in_none_mode_reaches_its_siblings_and_nothing_else() {
+    let wide = site("wide-open\n");
+    let wide = HostServer::http_on(wide.path(), "0.0.0.0");
+    let room = ComposeRoom::new(&format!("{COMPOSE_APP}{COMPOSE_DB}"), "[egress]\nmode = \"none\"\n");
+    room.ok(&["up"]);
+    let env = room.ok(&["exec", "--", "env"]);
+    assert!(!env.to_ascii_lowercase().contains("proxy="), "{env}");
+    let sibling = "import urllib.request; print(urllib.request.urlopen('http://db:8080/hostname', timeout=10).status)";
+    assert_eq!(room.ok(&["exec", "--", "python3", "-c", sibling]), "200\n");
+    let mut targets = outside(&room, wide.port);
+    targets.push(("127.0.0.1".to_string(), 3128));
+    let out = room.ok(&["exec", "--", "python3", "-c", &direct_attempts(&targets)]);
+    for (address, _) in &targets[..targets.len() - 1] {
+        let line = out.lines().find(|l| l.starts_with(&format!("{address} "))).unwrap_or_default();
+        assert!(unreachable(line), "{address}: {out}");
+    }
+    assert!(out.contains("127.0.0.1 errno 111"), "no proxy on the room's loopback: {out}");
+    assert!(out.contains("packet socket errno 1"), "{out}");
+}
+
+#[test]
+fn a_compose_service_with_a_way_around_the_internal_network_is_refused_in_one_line_and_nothing_is_made() {
+    let host_db = COMPOSE_DB.replace("    labels:", "    network_mode: host\n    labels:");
+    let room = ComposeRoom::new(&format!("{COMPOSE_APP}{host_db}"), "[egress]\nmode = \"allowlist\"\n");
+    let out = room.workroom(&["up"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("docker-compose.yml") && err.contains("service \"db\" has `network_mode: host`"), "{err}");
+    assert!(err.contains("--egress open"), "{err}");
+    assert_eq!(room.objects(&["ps", "-a"]), Vec::<String>::new());
+    assert_eq!(room.objects(&["network", "ls"]), Vec::<String>::new());
 }

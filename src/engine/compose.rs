@@ -281,6 +281,17 @@ impl DockerEngine {
         Ok(ProjectObjects { containers, networks, volumes })
     }
 
+    /// A network as the engine keeps it; `None` when it does not exist.
+    pub async fn inspect_network(&self, name: &str) -> Result<Option<bollard::models::NetworkInspect>, EngineError> {
+        match super::logged("inspect_network", name, self.docker.inspect_network(name, None)).await {
+            Ok(n) => Ok(Some(n)),
+            Err(e) => match self.map(format!("inspect network {name}"), format!("network {name}"), e) {
+                EngineError::NotFound { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
     pub async fn remove_network(&self, name: &str) -> Result<(), EngineError> {
         super::logged("remove_network", name, self.docker.remove_network(name))
             .await

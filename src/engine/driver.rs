@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage, ImageInspect, SystemInfo,
-    SystemVersion,
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage, ImageInspect, NetworkInspect,
+    SystemInfo, SystemVersion,
 };
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -123,6 +123,9 @@ pub trait Driver: Send + Sync {
     /// The containers, volumes and networks of a compose project.
     fn project_objects<'a>(&'a self, project: &'a str) -> Call<'a, ProjectObjects>;
     fn remove_network<'a>(&'a self, name: &'a str) -> Call<'a, ()>;
+    /// A network as the engine keeps it (what a create's options became);
+    /// `None` when it does not exist.
+    fn inspect_network<'a>(&'a self, name: &'a str) -> Call<'a, Option<NetworkInspect>>;
 
     // Images.
     fn inspect_image<'a>(&'a self, image: &'a str) -> Call<'a, Option<ImageInspect>>;
@@ -286,6 +289,10 @@ impl Driver for DockerEngine {
 
     fn remove_network<'a>(&'a self, name: &'a str) -> Call<'a, ()> {
         Box::pin(DockerEngine::remove_network(self, name))
+    }
+
+    fn inspect_network<'a>(&'a self, name: &'a str) -> Call<'a, Option<NetworkInspect>> {
+        Box::pin(DockerEngine::inspect_network(self, name))
     }
 
     fn inspect_image<'a>(&'a self, image: &'a str) -> Call<'a, Option<ImageInspect>> {

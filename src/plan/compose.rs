@@ -16,6 +16,8 @@
 //! by hand. Every string value has its `$` doubled: compose interpolates
 //! `${VAR}` in the files it reads, ours included.
 
+pub mod egress;
+
 use super::create::{CreatePlan, ImageFacts};
 use crate::config::{Loaded, Mount as ConfigMount};
 use bollard::models::{HostConfig, Mount, MountType, RestartPolicyNameEnum};

@@ -8,8 +8,15 @@
 //! without `NET_ADMIN`, which a room in these modes may not ask for. The
 //! daemon link needs no network: it is the engine's exec.
 //!
+//! A compose room cannot leave its siblings behind: it stays on its
+//! project's network, which `plan/compose/egress.rs` makes internal with
+//! no address of the host's on it, and root in every service of the
+//! project loses `NET_RAW` (with it, a raw frame reaches the host's own
+//! IPv6 link-local address on that bridge: measured, ADR 0015).
+//!
 //! In `allowlist` mode every process gets the proxy in its environment,
-//! under the names tools read (`HTTPS_PROXY`, `https_proxy`, ...).
+//! under the names tools read (`HTTPS_PROXY`, `https_proxy`, ...), and
+//! what never goes through it: loopback and a compose room's siblings.
 
 use super::create::CreatePlan;
 use crate::egress::policy::Mode;
@@ -39,21 +46,38 @@ pub enum EgressPlanError {
     Privileged { mode: &'static str },
 }
 
+/// Where a room in `allowlist` or `none` mode is left with no route out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoomNetwork<'a> {
+    /// The engine's `none` network: a loopback alone (image and
+    /// Dockerfile rooms).
+    Nothing,
+    /// The compose project's internal network, shared with these services
+    /// (the room's own included), reached by name directly.
+    Project { services: &'a [String] },
+}
+
 /// The proxy's address as the room's tools are given it.
 pub fn proxy_url() -> String {
     format!("http://127.0.0.1:{PROXY_PORT}")
 }
 
 /// The environment an `allowlist` room's processes get: the proxy under
-/// every name tools read, and what never goes through it.
-pub fn proxy_env() -> Vec<(String, String)> {
+/// every name tools read, and what never goes through it (loopback, and
+/// the names in `direct`: a compose room's siblings, which the proxy
+/// would refuse as names it cannot look up).
+pub fn proxy_env(direct: &[String]) -> Vec<(String, String)> {
     let url = proxy_url();
     let mut env = Vec::new();
     for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         env.push((name.to_string(), url.clone()));
         env.push((name.to_ascii_lowercase(), url.clone()));
     }
-    let none = "localhost,127.0.0.1,::1".to_string();
+    let none = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .chain(direct.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(",");
     env.push(("NO_PROXY".into(), none.clone()));
     env.push(("no_proxy".into(), none));
     env
@@ -62,8 +86,21 @@ pub fn proxy_env() -> Vec<(String, String)> {
 /// The capabilities that let root in a room change its network.
 const NETWORK_CAPS: &[&str] = &["NET_ADMIN", "SYS_ADMIN", "ALL"];
 
-/// Applies `mode` to a room's create plan; the warnings to say.
+/// The capability that, on a network shared with others, lets root send
+/// frames of its own making: to the host's IPv6 link-local address on the
+/// project's bridge, which answers (measured, ADR 0015). Harmless on the
+/// `none` network, which has no other end.
+pub const RAW_FRAMES_CAP: &str = "NET_RAW";
+
+/// Applies `mode` to an image or Dockerfile room's create plan; the
+/// warnings to say.
 pub fn apply(plan: &mut CreatePlan, mode: Mode) -> Result<Vec<String>, EgressPlanError> {
+    apply_on(plan, mode, RoomNetwork::Nothing)
+}
+
+/// Applies `mode` to a room's create plan, the room left on `network`;
+/// the warnings to say.
+pub fn apply_on(plan: &mut CreatePlan, mode: Mode, network: RoomNetwork) -> Result<Vec<String>, EgressPlanError> {
     if mode == Mode::Open {
         return Ok(Vec::new());
     }
@@ -83,11 +120,25 @@ pub fn apply(plan: &mut CreatePlan, mode: Mode) -> Result<Vec<String>, EgressPla
     for cap in host.cap_add.iter().flatten() {
         let upper = cap.to_ascii_uppercase();
         let bare = upper.trim_start_matches("CAP_");
-        if NETWORK_CAPS.contains(&bare) {
+        let shared = matches!(network, RoomNetwork::Project { .. }) && bare == RAW_FRAMES_CAP;
+        if NETWORK_CAPS.contains(&bare) || shared {
             return Err(EgressPlanError::Capability { mode: mode_name, cap: cap.clone() });
         }
     }
-    host.network_mode = Some("none".into());
+    let direct: &[String] = match network {
+        RoomNetwork::Nothing => {
+            host.network_mode = Some("none".into());
+            &[]
+        }
+        // The override puts the service on the project's internal network.
+        RoomNetwork::Project { services } => {
+            let drop = host.cap_drop.get_or_insert_with(Vec::new);
+            if !drop.iter().any(|c| c.to_ascii_uppercase().trim_start_matches("CAP_") == RAW_FRAMES_CAP) {
+                drop.push(RAW_FRAMES_CAP.into());
+            }
+            services
+        }
+    };
     host.dns = None;
     host.extra_hosts = None;
     if host.port_bindings.take().is_some() {
@@ -101,7 +152,7 @@ pub fn apply(plan: &mut CreatePlan, mode: Mode) -> Result<Vec<String>, EgressPla
     }
     if mode == Mode::Allowlist {
         let env = plan.body.env.get_or_insert_with(Vec::new);
-        for (key, value) in proxy_env() {
+        for (key, value) in proxy_env(direct) {
             let prefix = format!("{key}=");
             if let Some(own) = env.iter().find(|e| e.starts_with(&prefix)).filter(|e| **e != format!("{key}={value}")) {
                 warnings.push(format!("[egress] mode = \"allowlist\": {own} is replaced by the room's proxy"));
@@ -228,6 +279,24 @@ mod tests {
         assert!(p.body.host_config.as_ref().unwrap().port_bindings.is_none());
         assert!(p.body.networking_config.is_none());
         assert_eq!(warnings.len(), 2, "{warnings:?}");
+    }
+
+    #[test]
+    fn a_compose_room_keeps_its_project_network_loses_net_raw_and_reaches_its_siblings_without_the_proxy() {
+        let services = ["app".to_string(), "db".to_string()];
+        let network = RoomNetwork::Project { services: &services };
+        let mut p = plan(HostConfig { cap_drop: Some(vec!["MKNOD".into()]), ..Default::default() }, &[]);
+        apply_on(&mut p, Mode::Allowlist, network).unwrap();
+        let host = p.body.host_config.as_ref().unwrap();
+        assert_eq!(host.network_mode, None, "the override puts it on the project's internal network");
+        assert_eq!(host.cap_drop.as_deref(), Some(&["MKNOD".to_string(), "NET_RAW".to_string()][..]));
+        assert!(env(&p).contains(&"NO_PROXY=localhost,127.0.0.1,::1,app,db".to_string()), "{:?}", env(&p));
+        assert_eq!(mode_of(p.body.labels.as_ref()), Mode::Allowlist);
+        // NET_RAW is refused there, not in a room alone on the `none` network.
+        let raw = || plan(HostConfig { cap_add: Some(vec!["NET_RAW".into()]), ..Default::default() }, &[]);
+        let err = apply_on(&mut raw(), Mode::None, network).unwrap_err();
+        assert!(err.to_string().contains("`NET_RAW`"), "{err}");
+        assert!(apply(&mut raw(), Mode::None).is_ok());
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! Making: `compose config` (the project as compose reads it) → the
 //! service's image (built or pulled by compose) → the room's plan, as for
 //! an image room → the override file, in workroom's state folder →
-//! `compose up --no-start` → the daemon uploaded into the created service
-//! container → `compose up -d --no-recreate`. A refused `up` removes every
+//! `compose up --no-start` → (egress `allowlist` or `none`: the project's
+//! network checked to be what was asked, `plan/compose/egress.rs`) → the
+//! daemon uploaded into the created service container → `compose up -d
+//! --no-recreate`. A refused `up` removes every
 //! container, network and volume of the project that was not there before.
 //!
 //! The override names the service's container after the room, so every
@@ -24,6 +26,8 @@ use crate::engine::{Engine, EngineError};
 use crate::notices::Notices;
 use crate::plan::compose::{self as plan, OverrideError, OverrideInputs, ProjectInputs, Service};
 use crate::plan::create;
+use crate::plan::egress::RoomNetwork;
+use crate::settings::EgressMode;
 use anyhow::Context as _;
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary};
 use serde_json::Value;
@@ -50,6 +54,8 @@ pub enum ComposeRoomError {
     ImageMissing { image: String, service: String, action: &'static str },
     #[error("{config}: {problem}")]
     Override { config: String, problem: OverrideError },
+    #[error("{files}: {problem}")]
+    Egress { files: String, problem: plan::egress::ProjectEgressError },
     #[error("compose made no container {name} for service {service:?}")]
     NotMade { name: String, service: String },
     #[error("cannot write {path}")]
@@ -74,6 +80,8 @@ struct Project {
     service: Service,
     /// `version:` of the first file.
     version: Option<String>,
+    /// The project as `compose config` printed it.
+    printed: Value,
 }
 
 impl Project {
@@ -150,6 +158,7 @@ async fn read_project(program: &Program, loaded: &Loaded, compose: &Compose) -> 
         service_name: compose.service.clone(),
         service,
         version,
+        printed,
     })
 }
 
@@ -244,31 +253,36 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     if let Some(c) = engine.inspect_container(name).await? {
         return Ok(Created::Theirs(c));
     }
-    if options.egress != crate::settings::EgressMode::Open {
-        // Known shortcut: the service would lose its siblings with the
-        // `none` network. Their own internal network (no route to the host
-        // or out) is the way, not yet built.
-        anyhow::bail!(
-            "{}: egress mode `{}` is not yet supported for compose rooms; `--egress open` makes the room \
-             (the allowlist holds for image and Dockerfile rooms)",
-            loaded.config_path.display(),
-            options.egress.as_str()
-        );
-    }
     let program = program(loaded).await?;
     let project = read_project(&program, loaded, compose).await?;
     let (room, said) = plan::room_config(loaded);
     for w in said {
         say.warn(w);
     }
+    // In `allowlist` and `none` mode the whole project goes on its internal
+    // network; what of the files would open a way around it, and the
+    // room's own refusals, come before anything is built or pulled.
+    let held = match options.egress {
+        EgressMode::Open => None,
+        mode => Some(
+            plan::egress::project_egress(&project.printed, &project.name, mode)
+                .map_err(|problem| ComposeRoomError::Egress { files: project.files_shown(), problem })?,
+        ),
+    };
+    let network = match &held {
+        Some(held) => RoomNetwork::Project { services: &held.services },
+        None => RoomNetwork::Nothing,
+    };
     let mut dry = create::check(&room, &super::HostFiles)?;
     crate::plan::caps::apply(&mut dry, &options.caps)?;
+    crate::plan::egress::apply_on(&mut dry, options.egress, network)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", loaded.config_path.display()))?;
     let image = service_image(engine, &program, &project, &room, options.lock, &options.build, say).await?;
     let facts = plan::service_facts(&image.facts, &project.service);
     // A platform we carry no daemon for is refused before compose makes anything.
     let daemon = super::daemon::for_image(engine, &image.name).await?;
     let RoomPlan { mut plan, metadata, peers: peer_setup } =
-        super::make::room_plan(asked, &room, &image.name, &facts).await?;
+        super::make::room_plan(asked, &room, &image.name, &facts, network).await?;
     let labels = plan.body.labels.get_or_insert_with(Default::default);
     labels.insert(crate::plan::platform::PLATFORM_LABEL.into(), daemon.arch.platform().into());
     labels.insert(plan::SHUTDOWN_LABEL.into(), shutdown_action(loaded).into());
@@ -283,8 +297,11 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
         container_name: name,
         external_volumes: &external,
     };
-    let file = plan::override_file(&plan, &inputs)
+    let mut file = plan::override_file(&plan, &inputs)
         .map_err(|problem| ComposeRoomError::Override { config: loaded.config_path.display().to_string(), problem })?;
+    if let Some(held) = &held {
+        plan::egress::add_to_override(&mut file, held);
+    }
     let override_path = write_override(name, &file)?;
     let global = project.global(Some(&override_path));
     let services = plan::services_to_run(&project.service_name, compose.run_services.as_deref());
@@ -296,6 +313,12 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
     let made = async {
         let up: Vec<String> = ["up", "--no-start"].map(String::from).into_iter().chain(services.clone()).collect();
         program.run(&global, &up, &|line| say.say(line)).await?;
+        if let Some(held) = &held {
+            // Before any service runs: the network is what was asked, or
+            // the engine dropped what holds the project in.
+            let made = engine.inspect_network(&held.network).await?;
+            plan::egress::network_holds(&held.network, made.as_ref(), options.egress)?;
+        }
         let c = engine.inspect_container(name).await?.ok_or_else(|| ComposeRoomError::NotMade {
             name: name.to_string(),
             service: project.service_name.clone(),

@@ -137,8 +137,10 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
     };
     // The daemon from the engine's daemon volume (made and filled once per
     // engine and daemon) alongside the plan; uploaded when it cannot be had.
-    let (planned, daemon_volume) =
-        tokio::join!(room_plan(making, loaded, &image, &facts), super::daemon_volume::ensure(engine, &daemon));
+    let (planned, daemon_volume) = tokio::join!(
+        room_plan(making, loaded, &image, &facts, crate::plan::egress::RoomNetwork::Nothing),
+        super::daemon_volume::ensure(engine, &daemon)
+    );
     let RoomPlan { mut plan, metadata, peers: peer_setup } = planned?;
     let daemon_volume = match daemon_volume {
         Ok(volume) => {
@@ -329,6 +331,7 @@ pub(super) async fn room_plan(
     loaded: &Loaded,
     image: &str,
     facts: &create::ImageFacts,
+    network: crate::plan::egress::RoomNetwork<'_>,
 ) -> anyhow::Result<RoomPlan> {
     let Making { engine, name, options, scope, say, .. } = *making;
     let metadata = metadata::for_new_room(loaded, image, facts.metadata.as_deref(), &[]);
@@ -376,7 +379,8 @@ pub(super) async fn room_plan(
         say.warn(format!("{name}: {w}"));
     }
     let config = loaded.config_path.display().to_string();
-    for w in crate::plan::egress::apply(&mut plan, options.egress).map_err(|e| anyhow::anyhow!("{config}: {e}"))? {
+    let egress = crate::plan::egress::apply_on(&mut plan, options.egress, network);
+    for w in egress.map_err(|e| anyhow::anyhow!("{config}: {e}"))? {
         say.warn(format!("{name}: {w}"));
     }
     // Before the create: when the engine refuses what metadata asked for
