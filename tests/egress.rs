@@ -716,6 +716,7 @@ fn a_compose_room_in_allowlist_mode_reaches_its_sibling_by_name_and_the_host_onl
     let log: Vec<serde_json::Value> =
         room.ok(&["egress", "log", "--json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(log.iter().all(|e| e["host"] != "db"), "the sibling is not reached through the proxy: {log:?}");
+    assert!(log.iter().all(|e| e["via"] == "socket"), "handed to the host through the room's socket: {log:?}");
 
     // Root in the room, directly: no route to anything outside.
     let targets = outside(&room, wide.port);

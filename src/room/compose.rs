@@ -301,6 +301,11 @@ pub(super) async fn create_room(asked: &Making<'_>, compose: &Compose) -> anyhow
         .map_err(|problem| ComposeRoomError::Override { config: loaded.config_path.display().to_string(), problem })?;
     if let Some(held) = &held {
         plan::egress::add_to_override(&mut file, held);
+        if options.egress == EgressMode::Allowlist {
+            if let Some(folder) = super::make::egress_socket_folder(name, say) {
+                plan::egress::add_socket_folder(&mut file, &project.service_name, &folder);
+            }
+        }
     }
     let override_path = write_override(name, &file)?;
     let global = project.global(Some(&override_path));

@@ -168,17 +168,8 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
         }
     }
     if options.egress == crate::egress::policy::Mode::Allowlist && !workspace.in_volume() {
-        match crate::egress::store::socket_folder(name) {
-            Ok(folder) => {
-                use std::os::unix::fs::PermissionsExt;
-                let made = std::fs::create_dir_all(&folder)
-                    .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)));
-                match made {
-                    Ok(()) => crate::plan::egress::bind_socket_folder(&mut plan, &folder.display().to_string()),
-                    Err(e) => say.warn(format!("{name}: egress rides the link ({}: {e})", folder.display())),
-                }
-            }
-            Err(e) => say.warn(format!("{name}: egress rides the link ({e})")),
+        if let Some(folder) = egress_socket_folder(name, say) {
+            crate::plan::egress::bind_socket_folder(&mut plan, &folder);
         }
     }
     let upload_folder = plan.upload_folder();
@@ -274,6 +265,29 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
                 let _ = engine.remove_volume(v).await;
             }
             Err(e.context(format!("{name} was not made (removed again)")))
+        }
+    }
+}
+
+/// The room's egress socket folder, made private to this host's user
+/// before the engine binds it; `None` (said) when it cannot be, and the
+/// room's proxy connections then ride the link.
+pub(super) fn egress_socket_folder(name: &str, say: &Notices) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = match crate::egress::store::socket_folder(name) {
+        Ok(folder) => folder,
+        Err(e) => {
+            say.warn(format!("{name}: egress rides the link ({e})"));
+            return None;
+        }
+    };
+    let made = std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)));
+    match made {
+        Ok(()) => Some(folder.display().to_string()),
+        Err(e) => {
+            say.warn(format!("{name}: egress rides the link ({}: {e})", folder.display()));
+            None
         }
     }
 }

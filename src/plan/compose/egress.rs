@@ -186,6 +186,22 @@ pub fn add_to_override(file: &mut Value, egress: &ProjectEgress) {
     }
 }
 
+/// An `allowlist` compose room's egress socket folder (see
+/// `plan::egress::bind_socket_folder`), bound read-only into the room's
+/// service in compose's short form, which makes the folder when missing.
+pub fn add_socket_folder(file: &mut Value, service: &str, host_folder: &str) {
+    let Some(top) = file.as_object_mut() else { return };
+    let services = top.entry("services").or_insert_with(|| json!({}));
+    let Some(s) = services.as_object_mut().and_then(|s| s.entry(service).or_insert_with(|| json!({})).as_object_mut())
+    else {
+        return;
+    };
+    let volumes = s.entry("volumes").or_insert_with(|| json!([]));
+    if let Some(list) = volumes.as_array_mut() {
+        list.push(json!(format!("{host_folder}:{}:ro", workroomd::room::EGRESS_DIR)));
+    }
+}
+
 /// Whether the network compose made is the one asked: internal, no IPv4
 /// address of the host's, no IPv6.
 pub fn network_holds(network: &str, made: Option<&NetworkInspect>, mode: Mode) -> Result<(), NetworkRefusal> {
@@ -202,6 +218,22 @@ pub fn network_holds(network: &str, made: Option<&NetworkInspect>, mode: Mode) -
         return Err(refusal("with IPv6"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod socket_tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_folder_is_bound_read_only_into_the_rooms_service_beside_its_own_volumes() {
+        let mut file = json!({ "services": { "app": { "volumes": ["/w:/workspaces/w"] }, "db": {} } });
+        add_socket_folder(&mut file, "app", "/state/egress/r.d");
+        assert_eq!(
+            file["services"]["app"]["volumes"],
+            json!(["/w:/workspaces/w", "/state/egress/r.d:/.workroom/egress:ro"])
+        );
+        assert_eq!(file["services"]["db"], json!({}), "only the room's service");
+    }
 }
 
 #[cfg(test)]
