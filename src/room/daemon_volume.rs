@@ -46,8 +46,7 @@ pub async fn ensure(engine: &Engine, daemon: &Daemon) -> anyhow::Result<String> 
     if engine.volume_labels(&volume).await?.is_some() {
         return Ok(volume);
     }
-    // The engine's, shared by every room and test of this daemon: no scope.
-    let image = super::peers::anchor_image_of(engine, None, &daemon.bytes, &digest).await?;
+    let image = super::peers::anchor_image_of(engine, &daemon.bytes, &digest).await?;
     let mut volume_labels = HashMap::from([
         (labels::SCHEMA.to_string(), labels::SCHEMA_VERSION.to_string()),
         (peers::DAEMON_LABEL.to_string(), digest.clone()),

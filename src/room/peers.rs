@@ -114,7 +114,7 @@ pub async fn prepare(
 
     let daemon = daemon::for_engine(engine).await?;
     let digest = daemon.digest();
-    let anchor_image = anchor_image_of(engine, scope, &daemon.bytes, &digest).await?;
+    let anchor_image = anchor_image_of(engine, &daemon.bytes, &digest).await?;
     let (anchor_id, owner) = ensure_group(engine, &names, &anchor_image, &digest, ids, &mut warnings).await?;
     warnings.extend(ensure_registry(&registry, ids)?);
     Ok(Prepared {
@@ -147,9 +147,9 @@ pub async fn group_rooms(engine: &Engine, names: &Names) -> Result<Vec<Container
 /// The anchor's one-file image, imported if missing: also what the
 /// workspace probe (`workspace_volume.rs`) makes its throwaway container
 /// from, since it is on every engine workroom has used, without a registry.
-pub(super) async fn daemon_image(engine: &Engine, scope: Option<&str>) -> anyhow::Result<String> {
+pub(super) async fn daemon_image(engine: &Engine) -> anyhow::Result<String> {
     let daemon = daemon::for_engine(engine).await?;
-    anchor_image_of(engine, scope, &daemon.bytes, &daemon.digest()).await
+    anchor_image_of(engine, &daemon.bytes, &daemon.digest()).await
 }
 
 /// How long an `up` waits for another of this host importing the anchor
@@ -160,12 +160,7 @@ const IMPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// A one-file image: the daemon at its room path, nothing else. Imported,
 /// never pulled, tagged with the daemon's digest. Also what the daemon
 /// volume is filled from (`daemon_volume.rs`), for any daemon's digest.
-pub(super) async fn anchor_image_of(
-    engine: &Engine,
-    scope: Option<&str>,
-    binary: &[u8],
-    digest: &str,
-) -> anyhow::Result<String> {
+pub(super) async fn anchor_image_of(engine: &Engine, binary: &[u8], digest: &str) -> anyhow::Result<String> {
     let image = format!("{}:{digest}", peers::ANCHOR_REPO);
     if engine.inspect_image(&image).await?.is_some() {
         return Ok(image);
@@ -178,8 +173,10 @@ pub(super) async fn anchor_image_of(
         return Ok(image);
     }
     let tar = daemon::upload_tar(binary).context("pack the daemon for the anchor image")?;
-    let mut changes = vec![format!("LABEL {}={digest}", peers::DAEMON_LABEL), format!("LABEL {}=1", labels::SCHEMA)];
-    changes.extend(peers::scope_labels(scope).iter().map(|(k, v)| format!("LABEL {k}={v}")));
+    // No scope label: the image is the engine's, shared by every scope's
+    // anchor, and a container takes its image's labels, so a sweep by one
+    // scope's label would take another scope's anchor with it.
+    let changes = vec![format!("LABEL {}={digest}", peers::DAEMON_LABEL), format!("LABEL {}=1", labels::SCHEMA)];
     let id = engine.import_rootfs(tar, peers::ANCHOR_REPO, digest, changes).await.context("import the anchor image")?;
     // An engine that names the import otherwise (Podman once made every
     // one `workroom-anchor:latest`) would fail every later use of it by

@@ -66,7 +66,7 @@ async fn engine_sees(engine: &Engine, loaded: &Loaded, folder: &Path) -> anyhow:
     if let Some(known) = cached(&key) {
         return Ok(known);
     }
-    let image = super::peers::daemon_image(engine, super::peers::scope_from_env().as_deref()).await?;
+    let image = super::peers::daemon_image(engine).await?;
     let name = format!("workroom-probe-{}-{}", std::process::id(), nanos());
     let mut labels: HashMap<String, String> =
         crate::plan::peers::scope_labels(super::peers::scope_from_env().as_deref()).into_iter().collect();
