@@ -307,6 +307,22 @@ fn after_a_docker_restart_of_a_peer_room_the_same_forwarder_carries_the_ssh_agen
     eventually("the forwarder to end with its room", AGENT_READY_WAIT, || !alive(&before));
 }
 
+/// `up` in each of `rooms` at once; every one succeeds and joins its group.
+fn up_at_once_all_joining(rooms: &[Workspace], what: &str) {
+    let ups: Vec<_> = rooms
+        .iter()
+        .map(|ws| {
+            let cmd = ws.command(&["up"]);
+            std::thread::spawn(move || output_within(cmd, None))
+        })
+        .collect();
+    for up in ups {
+        let out = up.join().unwrap();
+        assert!(out.status.success(), "{what}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("without peer messaging"), "{what}: {}", stderr(&out));
+    }
+}
+
 /// Rooms of a new group at once race to create its anchor: the engine
 /// reserves the name before the container can be inspected, and a loser
 /// used to find nothing and start without peers ("was made by another `up`
@@ -316,18 +332,7 @@ fn rooms_brought_up_at_once_in_a_new_group_all_join_it() {
     for round in 0..3 {
         let scope = PeerScope::new(&format!("race{round}"));
         let rooms: Vec<Workspace> = (0..5).map(|_| scope.workspace(serde_json::json!({ "image": BUSYBOX }))).collect();
-        let ups: Vec<_> = rooms
-            .iter()
-            .map(|ws| {
-                let cmd = ws.command(&["up"]);
-                std::thread::spawn(move || output_within(cmd, None))
-            })
-            .collect();
-        for up in ups {
-            let out = up.join().unwrap();
-            assert!(out.status.success(), "round {round}: {}", stderr(&out));
-            assert!(!stderr(&out).contains("without peer messaging"), "round {round}: {}", stderr(&out));
-        }
+        up_at_once_all_joining(&rooms, &format!("round {round}"));
         let anchor_id = inspect(&scope.anchor("default", 0), "{{.Id}}");
         for ws in &rooms {
             let pid_mode = inspect(&room_in(ws, "default"), "{{.HostConfig.PidMode}}");
@@ -351,22 +356,10 @@ fn ten_rooms_brought_up_at_once_in_a_new_group_make_one_anchor_and_initialise_it
     // Events are asked for after the fact, from a second before the ups.
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 1;
     let rooms: Vec<Workspace> = (0..ROOMS).map(|_| scope.workspace(serde_json::json!({ "image": BUSYBOX }))).collect();
-    let ups: Vec<_> = rooms
-        .iter()
-        .map(|ws| {
-            let cmd = ws.command(&["up"]);
-            std::thread::spawn(move || output_within(cmd, None))
-        })
-        .collect();
-    for up in ups {
-        let out = up.join().unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert!(!stderr(&out).contains("without peer messaging"), "{}", stderr(&out));
-    }
+    up_at_once_all_joining(&rooms, "ten at once");
     let scoped = format!("label=workroom.scope={}", scope.scope);
-    // By name: a container inherits its image's labels, and the anchor
-    // image carries the scope of whoever imported it, so another scope's
-    // anchor may carry this one's scope label.
+    // By name: an anchor image imported before it stopped carrying a scope
+    // label gives it to every anchor made from it, another scope's too.
     let named = format!("name=^{}$", scope.anchor("default", 0));
     let anchors = docker_ok(&["ps", "-aq", "--filter", &named, "--filter", "label=workroom.role=peer-anchor"]);
     assert_eq!(anchors.split_whitespace().count(), 1, "one anchor: {anchors}");

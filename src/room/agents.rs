@@ -51,6 +51,11 @@ pub async fn list(
     let asks = members.iter().filter(|m| m.state == Some(ContainerSummaryStateEnum::RUNNING)).filter_map(|member| {
         let name = summary_name(member);
         let registry = registry_in_room(member)?;
+        // A registry this host holds, with no session in it: nothing to ask
+        // (with 50 rooms the asks cost 1.2 s, against 0.02 s for `docker ps`).
+        if registry_on_host(member).is_some_and(|folder| holds_no_session(&folder)) {
+            return None;
+        }
         Some(async move {
             let sessions = ask(engine, member, &name, uid, &registry).await?;
             let folder = member.labels.as_ref().and_then(|l| l.get(labels::LOCAL_FOLDER));
@@ -80,6 +85,25 @@ fn summary_name(c: &ContainerSummary) -> String {
 fn registry_in_room(c: &ContainerSummary) -> Option<String> {
     let suffix = format!("/{}", peer_plan::REGISTRY_IN_HOME);
     c.mounts.iter().flatten().filter_map(|m| m.destination.clone()).find(|d| d.ends_with(&suffix))
+}
+
+/// The host folder bound as the room's registry, when it is a bind (an
+/// engine that cannot see this host's folders has a volume there).
+fn registry_on_host(c: &ContainerSummary) -> Option<std::path::PathBuf> {
+    let suffix = format!("/{}", peer_plan::REGISTRY_IN_HOME);
+    let mount = c.mounts.iter().flatten().find(|m| m.destination.as_deref().is_some_and(|d| d.ends_with(&suffix)))?;
+    let bind = mount.typ.as_deref() == Some("bind");
+    bind.then(|| mount.source.clone().map(std::path::PathBuf::from)).flatten()
+}
+
+/// Whether a registry folder certainly lists no session: its sessions
+/// folder missing or empty. One that cannot be read (another user's) may
+/// hold some: the rooms are asked.
+fn holds_no_session(registry: &Path) -> bool {
+    match std::fs::read_dir(registry.join(workroomd::agents::SESSIONS_DIR)) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound && registry.is_dir(),
+    }
 }
 
 async fn ask(
@@ -168,6 +192,17 @@ pub fn find<'a>(agents: &'a [Agent], wanted: &str) -> Result<&'a Agent, FindErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registry_with_no_sessions_folder_or_an_empty_one_holds_no_session_and_one_with_an_entry_does() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(holds_no_session(dir.path()), "no sessions folder yet");
+        std::fs::create_dir(dir.path().join(workroomd::agents::SESSIONS_DIR)).unwrap();
+        assert!(holds_no_session(dir.path()), "an empty one");
+        std::fs::write(dir.path().join(workroomd::agents::SESSIONS_DIR).join("123.json"), b"{}").unwrap();
+        assert!(!holds_no_session(dir.path()));
+        assert!(!holds_no_session(&dir.path().join("gone")), "a registry that is not there is not known empty");
+    }
 
     #[test]
     fn the_branch_is_read_from_a_checkout_a_worktrees_git_file_or_a_subfolder_and_missing_is_none() {
