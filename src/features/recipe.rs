@@ -5,7 +5,11 @@
 //! the builtin env). The tar is deterministic (sorted, no times, root-owned,
 //! 0755), so its digest and the base image's id name the image: an
 //! unchanged config never rebuilds, and any change in a feature's content,
-//! options or order, the users or this recipe does. See docs/adr/0008.
+//! options or order, the users or this recipe does. The same installs
+//! also come as one shell command with the files to upload and the image's
+//! env after them ([`install_script`], [`Context::features_tar`],
+//! [`image_env`]), for one container committed once in place of the
+//! builder's steps. See docs/adr/0008.
 //! Pure but for reading the features' folders.
 
 use super::options::js_string;

@@ -1,15 +1,20 @@
 //! The derived image: the base image with the config's features installed,
-//! built through the Engine API (classic builder) from the context
-//! `features::recipe` generates, tagged by its content key so an unchanged
-//! config never rebuilds. Its `devcontainer.metadata` label holds the base
+//! tagged by its content key so an unchanged config never rebuilds. On
+//! Docker the installs run in one container committed once (a builder
+//! step is a commit, and each commit walks the whole root filesystem on
+//! fuse-overlayfs); on Podman, with `--cache-from`, or with a
+//! `containerEnv` only a Dockerfile says right, the Dockerfile
+//! `features::recipe` generates goes through the engine's builder. Its
+//! `devcontainer.metadata` label holds the base
 //! image's entries, then one per feature; the room's image over it adds
 //! devcontainer.json's entry last, as the reference writes the label, in a
 //! layerless commit of its own so a changed hook never reinstalls features.
 //! Whoever creates the room reads the merged metadata from there.
 //!
-//! A failed install leaves nothing: the tag is only applied by a build that
-//! succeeds, intermediate containers are removed by the engine (`forcerm`),
-//! and the layers the failed build committed are removed here.
+//! A failed install leaves nothing: the tag is only applied by a build or
+//! a commit that succeeds, the install's container and the builder's
+//! intermediate ones are removed (`forcerm`), and the layers a failed build
+//! committed are removed here.
 
 use super::image::{remove_made, BuildHow, BuildSteps};
 use crate::config::Loaded;
