@@ -415,7 +415,8 @@ impl<'a> InstallLog<'a> {
                 self.begin(owner);
                 continue;
             }
-            if let Some(step) = line.strip_prefix("Step ") {
+            // Docker's builder says `Step 2/5 : RUN …`, Podman's (buildah) `STEP 2/5: RUN …`.
+            if let Some(step) = line.strip_prefix("Step ").or_else(|| line.strip_prefix("STEP ")) {
                 // Which feature a step belongs to: its folder is named in it.
                 let owner = self.installs.iter().position(|i| {
                     step.contains(&format!("{}/{}/", recipe::DEST, i.consecutive_id))
@@ -424,7 +425,10 @@ impl<'a> InstallLog<'a> {
                 self.begin(owner);
                 continue;
             }
-            if line.starts_with(" ---> ") || line.starts_with("Removing intermediate container") {
+            if line.starts_with(" ---> ")
+                || line.starts_with("--> ")
+                || line.starts_with("Removing intermediate container")
+            {
                 continue;
             }
             if let Some((i, task)) = &self.current {
@@ -460,7 +464,11 @@ impl<'a> InstallLog<'a> {
         let Some((i, task)) = self.current else { return DerivedImageError::Build { reason } };
         let feature = self.resolved.features[i].user_id.clone();
         task.fail(format!("{feature} failed"));
-        let code = reason.rsplit("non-zero code: ").next().filter(|c| c.chars().all(|c| c.is_ascii_digit()));
+        // Docker: `… returned a non-zero code: 3`; Podman: `… while running runtime: exit status 3`.
+        let code = ["non-zero code: ", "exit status "]
+            .iter()
+            .filter_map(|at| reason.rsplit_once(at).map(|(_, code)| code.trim()))
+            .find(|c| !c.is_empty() && c.chars().all(|c| c.is_ascii_digit()));
         DerivedImageError::Install {
             feature,
             reason: match code {
@@ -677,6 +685,22 @@ mod tests {
         assert_eq!(begun.len(), 2, "{seen:?}");
         let printed: Vec<&String> = seen.iter().filter(|l| l.starts_with("output ")).collect();
         assert_eq!(printed, ["output [node] node ok\n", "output [go] go ok\n"]);
+    }
+
+    #[test]
+    fn podmans_builder_steps_and_exit_status_name_the_feature_that_failed() {
+        let resolved = features::Resolved { features: vec![feature("./node")] };
+        let installs = [install("node_0")];
+        let (said, seen) = crate::notices::recorded();
+        let mut log = InstallLog::new(&resolved, &installs, &said);
+        log.feed(&format!("STEP 2/3: RUN cd {}/node_0 && ./install.sh\nno disk\n--> 3f2a\n", recipe::DEST));
+        let reason =
+            format!("building at STEP \"RUN cd {}/node_0\": while running runtime: exit status 3", recipe::DEST);
+        let error = log.failed(reason);
+        let printed: Vec<String> = seen.lock().unwrap().iter().filter(|l| l.starts_with("output ")).cloned().collect();
+        assert_eq!(printed, ["output [node] no disk\n"]);
+        let DerivedImageError::Install { feature, reason, .. } = error else { panic!("{error:?}") };
+        assert_eq!((feature.as_str(), reason.as_str()), ("./node", "its install.sh exited with 3"));
     }
 
     #[test]
