@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage, ImageInspect, NetworkInspect,
-    SystemInfo, SystemVersion,
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage, ImageInspect,
+    NetworkInspect, SystemInfo, SystemVersion,
 };
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
@@ -154,6 +154,11 @@ pub trait Driver: Send + Sync {
     fn import_rootfs<'a>(&'a self, tar: Vec<u8>, repo: &'a str, tag: &'a str, changes: Vec<String>)
         -> Call<'a, String>;
     fn remove_image<'a>(&'a self, id: &'a str) -> Call<'a, ()>;
+    /// Commits container `id` as `repo:tag` with `config` as the image's
+    /// config (what it leaves empty, Docker takes from the container's;
+    /// Podman's API ignores it and takes the container's whole); returns
+    /// the image's id.
+    fn commit<'a>(&'a self, id: &'a str, repo: &'a str, tag: &'a str, config: ContainerConfig) -> Call<'a, String>;
 
     // The engine itself.
     /// `docker info` and `docker version`: what the engine enforces.
@@ -338,6 +343,10 @@ impl Driver for DockerEngine {
 
     fn remove_image<'a>(&'a self, id: &'a str) -> Call<'a, ()> {
         Box::pin(DockerEngine::remove_image(self, id))
+    }
+
+    fn commit<'a>(&'a self, id: &'a str, repo: &'a str, tag: &'a str, config: ContainerConfig) -> Call<'a, String> {
+        Box::pin(DockerEngine::commit(self, id, repo, tag, config))
     }
 
     fn describe(&self) -> Call<'_, (SystemInfo, SystemVersion)> {

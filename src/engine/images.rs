@@ -6,7 +6,8 @@
 
 use super::{DockerEngine, EngineError};
 use bollard::query_parameters::{
-    BuildImageOptions, CreateImageOptions, LogsOptions, PushImageOptions, RemoveImageOptions, TagImageOptions,
+    BuildImageOptions, CommitContainerOptions, CreateImageOptions, LogsOptions, PushImageOptions, RemoveImageOptions,
+    TagImageOptions,
 };
 use futures_util::{Stream, StreamExt};
 use std::collections::HashMap;
@@ -201,6 +202,30 @@ impl DockerEngine {
             .await
             .map(|_| ())
             .map_err(|e| self.map(format!("remove image {id}"), format!("image {id}"), e))
+    }
+
+    /// Commits container `id` as `repo:tag` with `config` as the image's
+    /// config; returns the image's id. Docker fills what `config` leaves
+    /// empty (user, env, entrypoint) from the container's config.
+    pub async fn commit(
+        &self,
+        id: &str,
+        repo: &str,
+        tag: &str,
+        config: bollard::models::ContainerConfig,
+    ) -> Result<String, EngineError> {
+        let options = CommitContainerOptions {
+            container: Some(id.to_string()),
+            repo: Some(repo.to_string()),
+            tag: Some(tag.to_string()),
+            ..Default::default()
+        };
+        // A commit walks the container's whole file system on a naive-diff
+        // storage driver (fuse-overlayfs, vfs): seconds, so a long call.
+        super::logged_long("commit", id, self.docker.commit_container(options, config))
+            .await
+            .map(|made| made.id)
+            .map_err(|e| self.map(format!("commit {id} as {repo}:{tag}"), format!("container {id}"), e))
     }
 
     /// A container's logs from its start, both streams; with `follow`, on

@@ -5,7 +5,11 @@
 //! the builtin env). The tar is deterministic (sorted, no times, root-owned,
 //! 0755), so its digest and the base image's id name the image: an
 //! unchanged config never rebuilds, and any change in a feature's content,
-//! options or order, the users or this recipe does. See docs/adr/0008.
+//! options or order, the users or this recipe does. The same installs
+//! also come as one shell command with the files to upload and the image's
+//! env after them ([`install_script`], [`Context::features_tar`],
+//! [`image_env`]), for one container committed once in place of the
+//! builder's steps. See docs/adr/0008.
 //! Pure but for reading the features' folders.
 
 use super::options::js_string;
@@ -65,6 +69,11 @@ impl Context {
     pub fn tag(&self) -> String {
         format!("{IMAGE_REPOSITORY}:{}", &self.key[..32])
     }
+
+    /// [`tag`](Self::tag) as its repository and tag.
+    pub fn tag_parts(&self) -> (&'static str, &str) {
+        (IMAGE_REPOSITORY, &self.key[..32])
+    }
 }
 
 /// Builds the context for `base_id` (an image id, so the FROM cannot move).
@@ -115,6 +124,22 @@ impl Context {
         files.push(("Dockerfile".into(), Entry::File(format!("{}{line}", self.dockerfile).into_bytes())));
         files.sort_by(|a, b| a.0.cmp(&b.0));
         Ok((pack(&files)?, Vec::new()))
+    }
+}
+
+impl Context {
+    /// The features' files where the Dockerfile's `COPY` puts them, as a
+    /// tar to upload at `/`: [`DEST`] and everything in it, owned and
+    /// moded as the build context has them.
+    pub fn features_tar(&self) -> std::io::Result<Vec<u8>> {
+        let dest = DEST.trim_start_matches('/');
+        let mut files = vec![(dest.to_string(), Entry::Dir)];
+        for (path, entry) in &self.files {
+            if let Some(inside) = path.strip_prefix(CONTEXT_FOLDER).and_then(|p| p.strip_prefix('/')) {
+                files.push((format!("{dest}/{inside}"), entry.clone()));
+            }
+        }
+        pack(&files)
     }
 }
 
@@ -254,13 +279,46 @@ fn pack(files: &[(String, Entry)]) -> std::io::Result<Vec<u8>> {
 /// two to three steps fewer. Otherwise each feature's `ENV` precedes its
 /// RUN, as the reference writes it.
 pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String {
-    let builtin = format!("{DEST}/devcontainer-features.builtin.env");
-    let as_root = matches!(users.image_user.as_str(), "root" | "0" | "");
+    let as_root = runs_as_root(users);
     let mut d = format!("FROM {base_id}\n");
     if !as_root {
         d.push_str("USER root\n");
     }
     d.push_str(&format!("COPY {CONTEXT_FOLDER}/ {DEST}/\n"));
+    let runs = runs(users, installs);
+    for (env, body) in runs.envs.iter().zip(&runs.bodies) {
+        if !runs.folded {
+            d.push_str(&env_lines(env));
+        }
+        d.push_str(&format!("RUN {body}\n"));
+    }
+    if runs.folded {
+        for group in env_groups(&runs.envs.concat()) {
+            d.push_str(&env_instruction(&group));
+        }
+    }
+    if !as_root {
+        d.push_str(&format!("USER {}\n", users.image_user));
+    }
+    d
+}
+
+/// Whether the image runs as root already, so the installs need no `USER`.
+pub fn runs_as_root(users: &Users) -> bool {
+    matches!(users.image_user.as_str(), "root" | "0" | "")
+}
+
+/// Each feature's install as its `RUN` runs it (the shell command), each
+/// feature's `containerEnv` as `ENV` writes it, and whether every value
+/// folds into the commands' exports ([`folds`]).
+struct Runs {
+    bodies: Vec<String>,
+    envs: Vec<Vec<(String, String)>>,
+    folded: bool,
+}
+
+fn runs(users: &Users, installs: &[Install]) -> Runs {
+    let builtin = format!("{DEST}/devcontainer-features.builtin.env");
     let homes = format!(
         "echo \"_CONTAINER_USER_HOME=$({} | cut -d: -f6)\" >> {builtin} && \\\n    \
          echo \"_REMOTE_USER_HOME=$({} | cut -d: -f6)\" >> {builtin} && \\\n    chmod -R 0755 {DEST} && \\\n    ",
@@ -270,29 +328,99 @@ pub fn dockerfile(base_id: &str, users: &Users, installs: &[Install]) -> String 
     let envs: Vec<Vec<(String, String)>> = installs.iter().map(container_env).collect();
     let folded = envs.iter().flatten().all(|(k, v)| folds(k, v));
     let mut exported = String::new();
+    let mut bodies = Vec::new();
     for (i, install) in installs.iter().enumerate() {
         let cid = &install.consecutive_id;
         if folded {
             for (k, v) in &envs[i] {
                 exported.push_str(&format!("export {k}=\"{v}\" && "));
             }
-        } else {
-            d.push_str(&env_lines(&envs[i]));
         }
         let first = if i == 0 { homes.as_str() } else { "" };
-        d.push_str(&format!(
-            "RUN {exported}{first}cd {DEST}/{cid} && chmod +x ./devcontainer-features-install.sh && ./devcontainer-features-install.sh\n"
+        bodies.push(format!(
+            "{exported}{first}cd {DEST}/{cid} && chmod +x ./devcontainer-features-install.sh && ./devcontainer-features-install.sh"
         ));
     }
-    if folded {
-        for group in env_groups(&envs.concat()) {
-            d.push_str(&env_instruction(&group));
+    Runs { bodies, envs, folded }
+}
+
+/// What the script of [`install_script`] prints before each feature's
+/// install, followed by the feature's `consecutive_id`, so its output can
+/// be told apart as the builder's `Step` lines tell it.
+pub const INSTALL_MARKER: &str = "workroom-features: installing ";
+
+/// The installs of the [`dockerfile`] as one shell command, for one
+/// container whose commit is the installed image: each feature's `RUN`
+/// in a subshell of its own, in order, after a line naming it
+/// ([`INSTALL_MARKER`]), stopping at the first that fails with its exit
+/// status. A classic-builder step is a container and a commit, and a
+/// commit walks the whole root filesystem on a naive-diff storage driver
+/// (fuse-overlayfs: 2-4 s for Debian); this is one of each for any number
+/// of features. `None` when a `containerEnv` value does not fold into the
+/// shell ([`folds`]): its `ENV` must come between the `RUN`s, which only
+/// the Dockerfile can say.
+pub fn install_script(users: &Users, installs: &[Install]) -> Option<String> {
+    let runs = runs(users, installs);
+    if !runs.folded {
+        return None;
+    }
+    let steps: Vec<String> = installs
+        .iter()
+        .zip(&runs.bodies)
+        .map(|(install, body)| format!("echo '{INSTALL_MARKER}{}' && ( {body} )", install.consecutive_id))
+        .collect();
+    Some(steps.join(" && "))
+}
+
+/// The installed image's env: `base` (`KEY=value`, as an image's config
+/// holds it) with each feature's `containerEnv` set in order as the
+/// Dockerfile's `ENV` after the last `RUN` sets it: a key set before is
+/// replaced where it stands, a new one appended, and `$NAME` / `${NAME}`
+/// read as the value before (empty when unset). Only for values that fold
+/// ([`install_script`] gave a script), whose only expansions are those.
+pub fn image_env(base: &[String], installs: &[Install]) -> Vec<String> {
+    let mut env = base.to_vec();
+    for install in installs {
+        let Some(Value::Object(pairs)) = install.feature.get("containerEnv") else { continue };
+        for (key, value) in pairs {
+            let value = expand(&js_string(value), &env);
+            let set = format!("{key}={value}");
+            match env.iter_mut().find(|e| e.split('=').next() == Some(key.as_str())) {
+                Some(slot) => *slot = set,
+                None => env.push(set),
+            }
         }
     }
-    if !as_root {
-        d.push_str(&format!("USER {}\n", users.image_user));
+    env
+}
+
+/// `value` with its `$NAME` and `${NAME}` replaced by their values in
+/// `env`; any other `$` is kept as it is (none reach here: [`folds`]).
+fn expand(value: &str, env: &[String]) -> String {
+    let lookup =
+        |name: &str| env.iter().find_map(|e| e.split_once('=').filter(|(k, _)| *k == name).map(|(_, v)| v.to_string()));
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, next) = match after.strip_prefix('{').and_then(|b| b.split_once('}')) {
+            Some((name, next)) => (name, next),
+            None => {
+                let len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+                after.split_at(len)
+            }
+        };
+        if is_name(name) {
+            out.push_str(&lookup(name).unwrap_or_default());
+        } else {
+            out.push('$');
+            out.push_str(&after[..after.len() - next.len()]);
+        }
+        rest = next;
     }
-    d
+    out.push_str(rest);
+    out
 }
 
 /// A feature's `containerEnv`, in its order, each value as a Dockerfile
@@ -646,6 +774,80 @@ mod tests {
         assert_ne!(k, key("sha256:a", &users(), &a, "[ {} ]"));
         std::fs::write(dir.path().join("install.sh"), "#!/bin/sh\necho changed\n").unwrap();
         assert_ne!(k, key("sha256:a", &users(), &a, "[]"));
+    }
+
+    #[test]
+    fn the_install_script_runs_each_features_run_in_order_after_its_marker_and_only_when_the_env_folds() {
+        let dir = feature_dir();
+        let installs = [
+            with_env(dir.path(), "base_0", json!({ "BASE": "/opt/base", "PATH": "/opt/base/bin:${PATH}" })),
+            with_env(dir.path(), "opts_1", json!({ "GREETING": "say \"hi\"" })),
+        ];
+        let script = install_script(&users(), &installs).unwrap();
+        let d = dockerfile("sha256:abc", &users(), &installs);
+        // Each step is its RUN's command, whole, in a subshell of its own.
+        let runs: Vec<&str> = d.split("\nRUN ").skip(1).map(|r| r.split("\nENV ").next().unwrap()).collect();
+        let expected: Vec<String> = ["base_0", "opts_1"]
+            .iter()
+            .zip(&runs)
+            .map(|(cid, run)| format!("echo '{INSTALL_MARKER}{cid}' && ( {run} )"))
+            .collect();
+        assert_eq!(script, expected.join(" && "));
+        // A value only the Dockerfile's ENV says right has no script.
+        let odd = [with_env(dir.path(), "a_0", json!({ "ODD": "$(id -u)" }))];
+        assert_eq!(install_script(&users(), &odd), None);
+    }
+
+    #[test]
+    fn the_image_env_is_what_the_dockerfiles_env_after_the_installs_gives() {
+        let dir = feature_dir();
+        let installs = [
+            with_env(dir.path(), "base_0", json!({ "BASE": "/opt/base", "PATH": "${BASE}/bin:$PATH" })),
+            with_env(dir.path(), "opts_1", json!({ "GREETING": "say \"hi\" to $NOBODY", "BASE": "/opt/b2" })),
+        ];
+        let base = ["PATH=/usr/bin:/bin".to_string(), "LANG=C.UTF-8".to_string()];
+        assert_eq!(
+            image_env(&base, &installs),
+            [
+                // Replaced where it stood, after BASE was set before it.
+                "PATH=/opt/base/bin:/usr/bin:/bin",
+                "LANG=C.UTF-8",
+                "BASE=/opt/b2",
+                "GREETING=say \"hi\" to ",
+            ]
+        );
+        assert_eq!(expand("a$b-${c}$", &["b=1".into(), "c=2".into()]), "a1-2$");
+    }
+
+    #[test]
+    fn the_features_upload_holds_what_the_copy_puts_in_the_image() {
+        let dir = feature_dir();
+        let ctx = context("sha256:a", &users(), &[install(dir.path(), "hello_0", "A=\"1\"")], "[]").unwrap();
+        let tar = ctx.features_tar().unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let entries: Vec<(String, u32, u64)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.path().unwrap().display().to_string(), e.header().mode().unwrap(), e.header().uid().unwrap())
+            })
+            .collect();
+        let names: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tmp/dev-container-features/",
+                "tmp/dev-container-features/devcontainer-features.builtin.env",
+                "tmp/dev-container-features/hello_0/",
+                "tmp/dev-container-features/hello_0/devcontainer-feature.json",
+                "tmp/dev-container-features/hello_0/devcontainer-features-install.sh",
+                "tmp/dev-container-features/hello_0/devcontainer-features.env",
+                "tmp/dev-container-features/hello_0/install.sh",
+            ]
+        );
+        // No entry for /tmp itself, whose mode (1777) must stay the image's.
+        assert!(entries.iter().all(|(_, mode, uid)| *mode == 0o755 && *uid == 0), "{entries:?}");
     }
 
     #[test]
