@@ -103,6 +103,15 @@ async fn handle_socket(live: &Live, socket: TcpStream) {
     serve(live, Client::Socket(socket)).await
 }
 
+/// Why a connection's bytes stopped before both ends closed.
+#[derive(Debug, thiserror::Error)]
+enum CarryError {
+    #[error("{0}")]
+    Link(workroomd::pipe::SpliceError),
+    #[error("{0}")]
+    Socket(std::io::Error),
+}
+
 /// Where a proxy connection's client is: at the far end of a link stream,
 /// or its own socket, handed over by the daemon.
 enum Client {
@@ -170,7 +179,7 @@ impl Client {
 
     /// Carries bytes both ways between the client and `server` to the end
     /// of both; counts them into `sent` (to the server) and `received`.
-    async fn carry(self, server: TcpStream, sent: &AtomicU64, received: &AtomicU64) -> Result<(), String> {
+    async fn carry(self, server: TcpStream, sent: &AtomicU64, received: &AtomicU64) -> Result<(), CarryError> {
         match self {
             Client::Link(stream) => {
                 let sent_arc = Arc::new(AtomicU64::new(0));
@@ -184,10 +193,10 @@ impl Client {
                 .await;
                 sent.fetch_add(sent_arc.load(Ordering::Relaxed), Ordering::Relaxed);
                 received.fetch_add(received_arc.load(Ordering::Relaxed), Ordering::Relaxed);
-                result.map_err(|e| e.to_string())
+                result.map_err(CarryError::Link)
             }
             Client::Socket(client) => {
-                crate::egress::splice::both_ways(client, server, sent, received).await.map_err(|e| e.to_string())
+                crate::egress::splice::both_ways(client, server, sent, received).await.map_err(CarryError::Socket)
             }
         }
     }
@@ -285,7 +294,7 @@ async fn serve(live: &Live, mut client: Client) {
     entry.sent = sent.load(Ordering::Relaxed);
     entry.received = received.load(Ordering::Relaxed);
     if let Err(e) = result {
-        entry.reason = Some(e);
+        entry.reason = Some(e.to_string());
     }
     finish(live, entry, started)
 }
