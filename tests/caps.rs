@@ -51,7 +51,9 @@ fn processes(ws: &Workspace) -> Vec<(u32, i32, String)> {
 
 /// The daemon's pid and score.
 fn daemon(ws: &Workspace) -> (u32, i32) {
-    let found = processes(ws).into_iter().find(|(_, _, cmd)| cmd.starts_with("/.workroom/bin/workroomd serve"));
+    let serving =
+        |cmd: &str| cmd.split(' ').next().is_some_and(workroomd::room::is_daemon_path) && cmd.contains(" serve");
+    let found = processes(ws).into_iter().find(|(_, _, cmd)| serving(cmd));
     let (pid, score, _) = found.expect("the daemon runs in the room");
     (pid, score)
 }

@@ -164,7 +164,8 @@ fn workroom_log_debug_shows_the_engine_calls_of_up_with_their_times_and_is_silen
     assert!(out.status.success(), "{}", stderr(&out));
     let said = stderr(&out);
     let calls: Vec<&str> = said.lines().filter(|l| l.contains("DEBUG workroom::engine:")).collect();
-    for call in ["inspect_container", "create_container", "upload_to_container", "start_container", "create_exec"] {
+    // `inspect_volume`: the daemon volume a new room's daemon comes from.
+    for call in ["inspect_container", "inspect_volume", "create_container", "start_container", "create_exec"] {
         let line = calls.iter().find(|l| l.contains(&format!("call={call} ")));
         let line = line.unwrap_or_else(|| panic!("no {call} line in:\n{said}"));
         assert!(line.contains("elapsed_ms="), "{line}");

@@ -32,7 +32,8 @@ fn daemon_is_main_process_under_init_and_answers_status(image: &str) -> Workspac
         "--format",
         "{{.Path}} {{.Args}} {{.HostConfig.Init}} {{.HostConfig.RestartPolicy.Name}}",
     ]);
-    assert_eq!(inspect, "/.workroom/bin/workroomd [serve] true unless-stopped");
+    // From the engine's daemon volume (ADR 0002); execs name the link to it.
+    assert_eq!(inspect, "/.workroom/dist/workroomd [serve] true unless-stopped");
     // PID 1 is Docker's init, and the daemon is its child.
     let ppid = docker_ok(&["exec", &room, "/.workroom/bin/workroomd", "version"]);
     assert_eq!(ppid, format!("workroomd {}", workroomd::VERSION));
