@@ -2,7 +2,8 @@
 //! from one being made.
 //!
 //! A room is created (by the engine, or by compose for a compose room),
-//! then the daemon is uploaded into it, then it starts; between the create
+//! then what it needs first is uploaded into it (a compose room's daemon, a
+//! workspace volume's files), then it starts; between the create
 //! and the start it sits in the engine's `created` state. Another `up`
 //! finding it there must wait for the one making it, unless that `up` died
 //! (SIGKILL, a closed laptop): then nobody will ever start it. Every kind
@@ -108,9 +109,10 @@ pub fn is_created(c: &ContainerInspectResponse) -> bool {
     c.state.as_ref().and_then(|s| s.status) == Some(ContainerStateStatusEnum::CREATED)
 }
 
-/// A container in `created` state is one another `up` is preparing (the
-/// daemon is uploaded before the first start); starting it ourselves could
-/// start it without its daemon. Wait for it to start, unless its creator on
+/// A container in `created` state is one another `up` is preparing (a
+/// compose room's daemon, or a workspace volume's files, are uploaded
+/// before the first start); starting it ourselves could start it without
+/// them. Wait for it to start, unless its creator on
 /// this host is gone (its lock is free): then nobody will start it, so it
 /// is removed and `None` says to make the room afresh. Never-started rooms
 /// hold nothing of the user's (no hook ran).
