@@ -106,6 +106,17 @@ pub fn socket_folder(room: &str) -> Result<PathBuf, StoreError> {
     Ok(folder()?.join(format!("{room}.d")))
 }
 
+/// [`socket_folder`], made when missing and private to this host's user
+/// (0700): what `up` binds into the room, and where the forwarder listens.
+pub fn made_socket_folder(room: &str) -> Result<PathBuf, StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = socket_folder(room)?;
+    std::fs::create_dir_all(&folder)
+        .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|source| StoreError::Write { path: folder.clone(), source })?;
+    Ok(folder)
+}
+
 /// The room's policy file, or `None` when it has none.
 pub fn read(room: &str) -> Result<Option<Written>, StoreError> {
     read_at(&policy_file(room)?)

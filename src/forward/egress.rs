@@ -342,11 +342,7 @@ const MAX_HANDED_OVER: usize = 1024;
 /// over, and it is served as one from the link. A socket a forwarder
 /// before this one left is replaced. The task ends when aborted.
 pub fn serve_socket(live: Arc<Live>, room: &str) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use std::os::unix::fs::PermissionsExt;
-    let folder = store::socket_folder(room)?;
-    std::fs::create_dir_all(&folder)
-        .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)))
-        .with_context(|| format!("make the egress socket's folder {}", folder.display()))?;
+    let folder = store::made_socket_folder(room)?;
     let path = folder.join(SOCKET_NAME);
     let _ = std::fs::remove_file(&path);
     let listener = tokio::net::UnixListener::bind(&path)

@@ -377,7 +377,13 @@ async fn run_install(
         log.feed(&String::from_utf8_lossy(&bytes));
     }
     drop(logs);
-    let state = engine.inspect_container(id).await?.and_then(|c| c.state);
+    let mut state = engine.inspect_container(id).await?.and_then(|c| c.state);
+    // The log stream can end a moment before the engine records the exit:
+    // an exit code read while it still runs would be its placeholder 0.
+    if let Some(started) = state.as_ref().filter(|s| s.running == Some(true)).and_then(|s| s.started_at.clone()) {
+        engine.wait_exit(id, &started).await?;
+        state = engine.inspect_container(id).await?.and_then(|c| c.state);
+    }
     match state.and_then(|s| s.exit_code) {
         Some(0) => {
             log.finish();

@@ -273,20 +273,10 @@ pub(super) async fn create_image_room(making: &Making<'_>) -> anyhow::Result<Cre
 /// before the engine binds it; `None` (said) when it cannot be, and the
 /// room's proxy connections then ride the link.
 pub(super) fn egress_socket_folder(name: &str, say: &Notices) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let folder = match crate::egress::store::socket_folder(name) {
-        Ok(folder) => folder,
+    match crate::egress::store::made_socket_folder(name) {
+        Ok(folder) => Some(folder.display().to_string()),
         Err(e) => {
-            say.warn(format!("{name}: egress rides the link ({e})"));
-            return None;
-        }
-    };
-    let made = std::fs::create_dir_all(&folder)
-        .and_then(|()| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)));
-    match made {
-        Ok(()) => Some(folder.display().to_string()),
-        Err(e) => {
-            say.warn(format!("{name}: egress rides the link ({}: {e})", folder.display()));
+            say.warn(format!("{name}: egress rides the link ({e:#})"));
             None
         }
     }
